@@ -1,0 +1,60 @@
+// swift-tools-version: 6.1
+// pushworker: delivers push notifications from Kafka to Apple's binary provider interface.
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "pushworker",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "pushworker", targets: ["pushworker"]),
+        .library(name: "PushCore", targets: ["PushCore"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+    ],
+    targets: [
+        // Protocol core: event validation, payload bytes, binary frames, decoders. No I/O.
+        .target(
+            name: "PushCore",
+            dependencies: [.product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strict
+        ),
+        // The subcommands of the `pushworker` executable; a library so tests can drive them in-process.
+        .target(
+            name: "PushWorkerCLI",
+            dependencies: [
+                "PushCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "pushworker",
+            dependencies: ["PushWorkerCLI"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "PushCoreTests",
+            dependencies: [
+                "PushCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOTestUtils", package: "swift-nio"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "PushWorkerCLITests",
+            dependencies: ["PushWorkerCLI", "PushCore"],
+            swiftSettings: strict
+        ),
+    ]
+)

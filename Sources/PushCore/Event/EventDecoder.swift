@@ -1,0 +1,473 @@
+import NIOCore
+
+/// Decodes and validates notification events (SPEC section 2) from the raw bytes of a Kafka message.
+///
+/// One pass over the bytes validates the JSON and every field; the payload's bytes are then copied without their
+/// insignificant whitespace. When an event has several problems, the reason reported is the first of: malformed
+/// event (fields in the order of the SPEC table), invalid token format, invalid payload, invalid priority,
+/// payload too large.
+public struct EventDecoder: Sendable {
+    /// The largest payload allowed, in bytes (2048 for the frame format, 256 for the legacy formats).
+    public var payloadLimit: Int
+
+    public init(format: NotificationFormat = .frame) {
+        self.payloadLimit = format.maxPayloadSize
+    }
+
+    public init(payloadLimit: Int) {
+        self.payloadLimit = payloadLimit
+    }
+
+    public func decode(_ bytes: [UInt8]) -> Result<NotificationEvent, EventRejection> {
+        bytes.withUnsafeBytes { decode($0) }
+    }
+
+    public func decode(_ buffer: ByteBuffer) -> Result<NotificationEvent, EventRejection> {
+        buffer.withUnsafeReadableBytes { decode($0) }
+    }
+
+    public func decode(_ text: String) -> Result<NotificationEvent, EventRejection> {
+        var text = text
+        return text.withUTF8 { decode(UnsafeRawBufferPointer($0)) }
+    }
+
+    public func decode(_ bytes: UnsafeRawBufferPointer) -> Result<NotificationEvent, EventRejection> {
+        var scan = EventScan(reader: JSONReader(bytes))
+        do {
+            try scan.readEvent()
+        } catch {
+            return .failure(scan.rejection(.malformedEvent(error.description)))
+        }
+        return scan.finish(payloadLimit: payloadLimit)
+    }
+}
+
+/// The fields of the event object, in the order their problems are reported.
+private enum EventField: Int, CaseIterable {
+    case id, app, environment, token, payload, expiration, truncateAlert, priority
+
+    var name: String {
+        switch self {
+        case .id: "id"
+        case .app: "app"
+        case .environment: "environment"
+        case .token: "token"
+        case .payload: "payload"
+        case .expiration: "expiration"
+        case .truncateAlert: "truncate_alert"
+        case .priority: "priority"
+        }
+    }
+
+    var isRequired: Bool {
+        switch self {
+        case .id, .app, .token, .payload: true
+        default: false
+        }
+    }
+}
+
+/// The keys of `aps` that have a defined type.
+private enum ApsKey: Int {
+    case alert, badge, sound, contentAvailable, category
+}
+
+/// The state of one pass over an event.
+private struct EventScan {
+    var reader: JSONReader
+    var seen: Set<Int> = []
+    var fieldProblem: [EventField: String] = [:]
+    var payloadProblem: String?
+    var priorityProblem: String?
+
+    var id: String?
+    var app: String?
+    var environmentText: String?
+    var environment: APNsEnvironment?
+    var tokenString: JSONString?
+    var expiration: Expiration = .unspecified
+    var priority: Priority?
+    var truncateAlert = false
+
+    var payloadStart = 0
+    var payloadEnd = 0
+    var payloadHasWhitespace = false
+    var apsSeen = false
+    var apsKeyCount = 0
+    var apsHasContentAvailable = false
+    /// The alert text that truncation may shorten (`alert`, or `alert.body`).
+    var alertText: JSONString?
+
+    init(reader: JSONReader) {
+        self.reader = reader
+    }
+
+    private mutating func problem(_ field: EventField, _ text: String) {
+        if fieldProblem[field] == nil { fieldProblem[field] = text }
+    }
+
+    private mutating func payloadProblem(_ text: String) {
+        if payloadProblem == nil { payloadProblem = text }
+    }
+
+    mutating func readEvent() throws(JSONSyntaxError) {
+        reader.skipWhitespace()
+        guard reader.kindOfNextValue() == .object else {
+            if let kind = reader.kindOfNextValue() {
+                try reader.skipValue(depth: 0)
+                try reader.expectEnd()
+                throw JSONSyntaxError(.unexpectedCharacter, at: 0).withKindMessage(kind)
+            }
+            throw JSONSyntaxError(reader.isAtEnd ? .unexpectedEnd : .unexpectedCharacter, at: reader.position)
+        }
+        reader.position += 1
+        if try !reader.objectIsEmpty() {
+            repeat {
+                let key = try reader.readKey()
+                guard let field = field(named: key) else {
+                    try reader.skipValue(depth: 1)
+                    continue
+                }
+                if seen.contains(field.rawValue) {
+                    problem(field, "field '\(field.name)' appears more than once")
+                    try reader.skipValue(depth: 1)
+                    continue
+                }
+                seen.insert(field.rawValue)
+                try readField(field)
+            } while try reader.nextMember(close: UInt8(ascii: "}"))
+        }
+        try reader.expectEnd()
+        for field in EventField.allCases where field.isRequired && !seen.contains(field.rawValue) {
+            problem(field, "field '\(field.name)' is missing")
+        }
+    }
+
+    private func field(named key: JSONString) -> EventField? {
+        let r = reader
+        switch key.end - key.start {
+        case 2 where r.string(key, equals: "id"): return .id
+        case 3 where r.string(key, equals: "app"): return .app
+        case 5 where r.string(key, equals: "token"): return .token
+        case 7 where r.string(key, equals: "payload"): return .payload
+        case 8 where r.string(key, equals: "priority"): return .priority
+        case 10 where r.string(key, equals: "expiration"): return .expiration
+        case 11 where r.string(key, equals: "environment"): return .environment
+        case 14 where r.string(key, equals: "truncate_alert"): return .truncateAlert
+        default:
+            // A key spelled with escapes still names the field it decodes to.
+            guard key.hasEscapes else { return nil }
+            let text = r.string(key)
+            return EventField.allCases.first { $0.name == text }
+        }
+    }
+
+    private mutating func wrongType(_ field: EventField, expected: String) throws(JSONSyntaxError) {
+        let kind = reader.kindOfNextValue()?.rawValue ?? "nothing"
+        problem(field, "field '\(field.name)' must be \(expected), not \(kind)")
+        try reader.skipValue(depth: 1)
+    }
+
+    private mutating func readField(_ field: EventField) throws(JSONSyntaxError) {
+        let kind = reader.kindOfNextValue()
+        switch field {
+        case .id:
+            guard kind == .string else { return try wrongType(field, expected: "a string") }
+            let token = try reader.readString()
+            let text = reader.string(token)
+            let length = reader.scalarCount(token)
+            if length == 0 {
+                problem(field, "field 'id' is empty")
+            } else if length > 128 {
+                problem(field, "field 'id' has \(length) characters, more than 128")
+                id = String(text.unicodeScalars.prefix(128))
+            } else {
+                id = text
+            }
+        case .app:
+            guard kind == .string else { return try wrongType(field, expected: "a string") }
+            let text = reader.string(try reader.readString())
+            if text.isEmpty { problem(field, "field 'app' is empty") } else { app = text }
+        case .environment:
+            guard kind == .string else { return try wrongType(field, expected: "\"production\" or \"sandbox\"") }
+            let text = reader.string(try reader.readString())
+            environmentText = text
+            guard let env = APNsEnvironment(rawValue: text) else {
+                return problem(field, "field 'environment' must be \"production\" or \"sandbox\", not \"\(text.prefix(40))\"")
+            }
+            environment = env
+        case .token:
+            guard kind == .string else { return try wrongType(field, expected: "a hex string") }
+            tokenString = try reader.readString()
+        case .payload:
+            guard kind == .object else { return try wrongType(field, expected: "an object") }
+            let before = reader.whitespaceSkipped
+            payloadStart = reader.position
+            try readPayload()
+            payloadEnd = reader.position
+            payloadHasWhitespace = reader.whitespaceSkipped != before
+        case .expiration:
+            try readExpiration()
+        case .truncateAlert:
+            guard kind == .bool else { return try wrongType(field, expected: "a boolean") }
+            truncateAlert = try reader.readBool()
+        case .priority:
+            guard kind == .number else {
+                priorityProblem = "field 'priority' must be the number 5 or 10, not \(kind?.rawValue ?? "nothing")"
+                return try reader.skipValue(depth: 1)
+            }
+            let value = reader.value(try reader.readNumber())
+            if value == 10 { priority = .immediate }
+            else if value == 5 { priority = .conservePower }
+            else { priorityProblem = "field 'priority' must be 5 or 10, not \(Self.format(value))" }
+        }
+    }
+
+    private mutating func readExpiration() throws(JSONSyntaxError) {
+        switch reader.kindOfNextValue() {
+        case .number:
+            let value = reader.value(try reader.readNumber())
+            guard value == value.rounded(), value >= 0, value <= 4_294_967_295 else {
+                return problem(.expiration, "field 'expiration' must be an integer from 0 to 4294967295, not \(Self.format(value))")
+            }
+            expiration = .at(UInt32(value))
+        case .string:
+            let token = try reader.readString()
+            let seconds: Int64?
+            if token.hasEscapes {
+                seconds = RFC3339.parse(reader.string(token))
+            } else {
+                seconds = RFC3339.parse(UnsafeRawBufferPointer(rebasing: reader.bytes[token.start..<token.end]))
+            }
+            guard let seconds else {
+                return problem(.expiration, "field 'expiration' is not an RFC 3339 date-time: \"\(reader.string(token).prefix(64))\"")
+            }
+            guard seconds >= 0, seconds <= 4_294_967_295 else {
+                return problem(.expiration, "field 'expiration' is outside 1970-01-01T00:00:00Z...2106-02-07T06:28:15Z")
+            }
+            expiration = .at(UInt32(seconds))
+        default:
+            try wrongType(.expiration, expected: "an integer or an RFC 3339 string")
+        }
+    }
+
+    // MARK: Payload
+
+    private mutating func readPayload() throws(JSONSyntaxError) {
+        reader.position += 1
+        if try !reader.objectIsEmpty() {
+            repeat {
+                let key = try reader.readKey()
+                guard reader.string(key, equals: "aps") else {
+                    try reader.skipValue(depth: 2)
+                    continue
+                }
+                if apsSeen {
+                    payloadProblem("payload holds 'aps' more than once")
+                    try reader.skipValue(depth: 2)
+                    continue
+                }
+                apsSeen = true
+                guard reader.kindOfNextValue() == .object else {
+                    payloadProblem("'aps' must be an object, not \(reader.kindOfNextValue()?.rawValue ?? "nothing")")
+                    try reader.skipValue(depth: 2)
+                    continue
+                }
+                try readAps()
+            } while try reader.nextMember(close: UInt8(ascii: "}"))
+        }
+        if !apsSeen { payloadProblem("payload has no 'aps' object") }
+    }
+
+    private func apsKey(_ key: JSONString) -> ApsKey? {
+        let r = reader
+        if r.string(key, equals: "alert") { return .alert }
+        if r.string(key, equals: "badge") { return .badge }
+        if r.string(key, equals: "sound") { return .sound }
+        if r.string(key, equals: "content-available") { return .contentAvailable }
+        if r.string(key, equals: "category") { return .category }
+        return nil
+    }
+
+    private mutating func apsWrongType(_ name: String, expected: String, depth: Int) throws(JSONSyntaxError) {
+        payloadProblem("'aps.\(name)' must be \(expected), not \(reader.kindOfNextValue()?.rawValue ?? "nothing")")
+        try reader.skipValue(depth: depth)
+    }
+
+    private mutating func readAps() throws(JSONSyntaxError) {
+        reader.position += 1
+        var seenKeys: UInt8 = 0
+        guard try !reader.objectIsEmpty() else { return }
+        repeat {
+            let key = try reader.readKey()
+            apsKeyCount += 1
+            guard let known = apsKey(key) else {
+                try reader.skipValue(depth: 3)
+                continue
+            }
+            let bit: UInt8 = 1 << known.rawValue
+            if seenKeys & bit != 0 {
+                payloadProblem("'aps.\(reader.string(key))' appears more than once")
+                try reader.skipValue(depth: 3)
+                continue
+            }
+            seenKeys |= bit
+            let kind = reader.kindOfNextValue()
+            switch known {
+            case .alert:
+                if kind == .string {
+                    alertText = try reader.readString()
+                } else if kind == .object {
+                    try readAlertDictionary()
+                } else {
+                    try apsWrongType("alert", expected: "a string or an object", depth: 3)
+                }
+            case .badge:
+                guard kind == .number else { try apsWrongType("badge", expected: "a non-negative integer", depth: 3); continue }
+                let value = reader.value(try reader.readNumber())
+                if !(value >= 0 && value == value.rounded() && value.isFinite) {
+                    payloadProblem("'aps.badge' must be a non-negative integer, not \(Self.format(value))")
+                }
+            case .sound:
+                guard kind == .string else { try apsWrongType("sound", expected: "a string", depth: 3); continue }
+                _ = try reader.readString()
+            case .contentAvailable:
+                apsHasContentAvailable = true
+                guard kind == .number else { try apsWrongType("content-available", expected: "the number 1", depth: 3); continue }
+                let value = reader.value(try reader.readNumber())
+                if value != 1 { payloadProblem("'aps.content-available' must be 1, not \(Self.format(value))") }
+            case .category:
+                guard kind == .string else { try apsWrongType("category", expected: "a string", depth: 3); continue }
+                _ = try reader.readString()
+            }
+        } while try reader.nextMember(close: UInt8(ascii: "}"))
+    }
+
+    private mutating func readAlertDictionary() throws(JSONSyntaxError) {
+        reader.position += 1
+        var seenNames: Set<String> = []
+        guard try !reader.objectIsEmpty() else { return }
+        repeat {
+            let key = try reader.readKey()
+            let name = reader.string(key)
+            let kind = reader.kindOfNextValue()
+            let expected: String
+            switch name {
+            case "body", "title", "loc-key", "title-loc-key", "launch-image": expected = "a string"
+            case "action-loc-key": expected = "a string or null"
+            case "loc-args", "title-loc-args": expected = "an array of strings"
+            default:
+                try reader.skipValue(depth: 4)
+                continue
+            }
+            if !seenNames.insert(name).inserted {
+                payloadProblem("'aps.alert.\(name)' appears more than once")
+                try reader.skipValue(depth: 4)
+                continue
+            }
+            switch expected {
+            case "a string":
+                guard kind == .string else { try apsWrongType("alert.\(name)", expected: expected, depth: 4); continue }
+                let text = try reader.readString()
+                if name == "body" { alertText = text }
+            case "a string or null":
+                guard kind == .string || kind == .null else {
+                    try apsWrongType("alert.\(name)", expected: expected, depth: 4)
+                    continue
+                }
+                try reader.skipValue(depth: 4)
+            default:
+                guard kind == .array else { try apsWrongType("alert.\(name)", expected: expected, depth: 4); continue }
+                try readStringArray(name: "alert.\(name)")
+            }
+        } while try reader.nextMember(close: UInt8(ascii: "}"))
+    }
+
+    private mutating func readStringArray(name: String) throws(JSONSyntaxError) {
+        reader.position += 1
+        reader.skipWhitespace()
+        if reader.peek() == UInt8(ascii: "]") { reader.position += 1; return }
+        repeat {
+            if reader.kindOfNextValue() == .string {
+                _ = try reader.readString()
+            } else {
+                payloadProblem("'aps.\(name)' must hold only strings, not \(reader.kindOfNextValue()?.rawValue ?? "nothing")")
+                try reader.skipValue(depth: 5)
+            }
+        } while try reader.nextMember(close: UInt8(ascii: "]"))
+    }
+
+    // MARK: Result
+
+    func rejection(_ error: EventError, token: DeviceToken? = nil) -> EventRejection {
+        EventRejection(
+            error: error, eventID: id, app: app, environment: environmentText, token: token,
+            rawToken: tokenString.map { reader.string($0) })
+    }
+
+    func finish(payloadLimit: Int) -> Result<NotificationEvent, EventRejection> {
+        for field in EventField.allCases {
+            if let text = fieldProblem[field] { return .failure(rejection(.malformedEvent(text))) }
+        }
+        let token: DeviceToken
+        do {
+            token = try parseToken()
+        } catch {
+            return .failure(rejection(.invalidTokenFormat(error.description)))
+        }
+        if let payloadProblem { return .failure(rejection(.invalidPayload(payloadProblem), token: token)) }
+        if let priorityProblem { return .failure(rejection(.invalidPriority(priorityProblem), token: token)) }
+        let contentAvailableOnly = apsKeyCount == 1 && apsHasContentAvailable
+        if contentAvailableOnly && priority == .immediate {
+            return .failure(rejection(
+                .invalidPriority("priority 10 is not allowed when 'aps' holds only 'content-available'"), token: token))
+        }
+        var payload = compactPayload()
+        var truncated = false
+        if payload.count > payloadLimit {
+            guard truncateAlert, let alertText,
+                let shortened = PayloadTruncation.truncate(
+                    reader: reader, payloadStart: payloadStart, payloadEnd: payloadEnd, alert: alertText,
+                    limit: payloadLimit)
+            else {
+                let hint = truncateAlert ? " and no alert text can be shortened enough" : ""
+                return .failure(rejection(
+                    .payloadTooLarge("payload is \(payload.count) bytes, more than \(payloadLimit)\(hint)"), token: token))
+            }
+            payload = shortened
+            truncated = true
+        }
+        return .success(NotificationEvent(
+            id: id!, app: app!, environment: environment, token: token, payload: payload, expiration: expiration,
+            priority: priority ?? (contentAvailableOnly ? .conservePower : .immediate), alertTruncated: truncated))
+    }
+
+    private func parseToken() throws(DeviceTokenError) -> DeviceToken {
+        let t = tokenString!
+        if t.hasEscapes { return try DeviceToken(hex: reader.string(t)) }
+        return try DeviceToken(hexUTF8: UnsafeRawBufferPointer(rebasing: reader.bytes[t.start..<t.end]))
+    }
+
+    private func compactPayload() -> [UInt8] {
+        if !payloadHasWhitespace {
+            return Array(reader.bytes[payloadStart..<payloadEnd])
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(payloadEnd - payloadStart)
+        JSONCompaction.append(reader.bytes, from: payloadStart, to: payloadEnd, into: &out)
+        return out
+    }
+
+    static func format(_ value: Double) -> String {
+        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
+        return String(value)
+    }
+}
+
+extension JSONSyntaxError {
+    fileprivate func withKindMessage(_ kind: JSONKind) -> JSONSyntaxError {
+        var copy = self
+        copy.kind = .notAnObject(kind.rawValue)
+        return copy
+    }
+}

@@ -1,0 +1,136 @@
+/// The APNs environment an app's certificate belongs to.
+public enum APNsEnvironment: String, CaseIterable, Hashable, Sendable, Codable {
+    case production
+    case sandbox
+}
+
+/// A notification's priority (frame item 5).
+public enum Priority: UInt8, Hashable, Sendable {
+    /// Sent at a time that conserves power on the device.
+    case conservePower = 5
+    /// Sent immediately; must trigger an alert, sound or badge.
+    case immediate = 10
+}
+
+/// When a notification stops being worth delivering.
+public enum Expiration: Hashable, Sendable {
+    /// The event named none: the Kafka record's timestamp plus the configured default time-to-live.
+    case unspecified
+    /// UNIX seconds; 0 means "deliver now or never, do not store", and never expires before sending.
+    case at(UInt32)
+
+    /// The value sent on the wire, given the record's timestamp and the default time-to-live.
+    public func resolved(recordTimestamp: Int64, defaultTTL: Int64) -> UInt32 {
+        switch self {
+        case .at(let t): return t
+        case .unspecified: return Expiration.clamp(recordTimestamp + defaultTTL)
+        }
+    }
+
+    static func clamp(_ v: Int64) -> UInt32 { UInt32(clamping: max(1, v)) }
+
+    /// Whether a notification with this (resolved) expiration must not be sent at `now` (UNIX seconds).
+    public static func hasPassed(_ expiration: UInt32, now: Int64) -> Bool {
+        expiration != 0 && Int64(expiration) < now
+    }
+}
+
+/// A notification event that passed validation (SPEC section 2): everything the worker needs to send it.
+public struct NotificationEvent: Hashable, Sendable {
+    /// The producer's id, echoed in every output event.
+    public var id: String
+    /// The app's bundle id (the APNs topic).
+    public var app: String
+    /// The environment the event names, or nil to use the app's default.
+    public var environment: APNsEnvironment?
+    public var token: DeviceToken
+    /// The payload bytes to send: the producer's JSON with insignificant whitespace removed, nothing re-encoded,
+    /// the alert text shortened when truncation was asked for and needed.
+    public var payload: [UInt8]
+    public var expiration: Expiration
+    public var priority: Priority
+    /// Whether the alert text was shortened to make the payload fit.
+    public var alertTruncated: Bool
+
+    public init(
+        id: String, app: String, environment: APNsEnvironment?, token: DeviceToken, payload: [UInt8],
+        expiration: Expiration, priority: Priority, alertTruncated: Bool = false
+    ) {
+        self.id = id
+        self.app = app
+        self.environment = environment
+        self.token = token
+        self.payload = payload
+        self.expiration = expiration
+        self.priority = priority
+        self.alertTruncated = alertTruncated
+    }
+
+    /// The notification to put on the wire, with its identifier and resolved expiration.
+    public func notification(identifier: UInt32, recordTimestamp: Int64, defaultTTL: Int64) -> PushNotification {
+        PushNotification(
+            token: token, payload: payload, identifier: identifier,
+            expiration: expiration.resolved(recordTimestamp: recordTimestamp, defaultTTL: defaultTTL),
+            priority: priority)
+    }
+}
+
+/// Why an event was refused. Every case maps to one `reason` of SPEC section 3 and carries a readable detail.
+public enum EventError: Error, Hashable, Sendable, CustomStringConvertible {
+    case malformedEvent(String)
+    case invalidTokenFormat(String)
+    case invalidPayload(String)
+    case payloadTooLarge(String)
+    case invalidPriority(String)
+
+    public var reason: DeliveryErrorReason {
+        switch self {
+        case .malformedEvent: .malformedEvent
+        case .invalidTokenFormat: .invalidTokenFormat
+        case .invalidPayload: .invalidPayload
+        case .payloadTooLarge: .payloadTooLarge
+        case .invalidPriority: .invalidPriority
+        }
+    }
+
+    public var detail: String {
+        switch self {
+        case .malformedEvent(let d), .invalidTokenFormat(let d), .invalidPayload(let d), .payloadTooLarge(let d),
+            .invalidPriority(let d):
+            d
+        }
+    }
+
+    public var description: String { "\(reason.rawValue): \(detail)" }
+}
+
+/// A refused event: the error, and whatever could be read of the event for the delivery-error event.
+public struct EventRejection: Error, Hashable, Sendable, CustomStringConvertible {
+    public var error: EventError
+    /// The event's `id` when one could be read.
+    public var eventID: String?
+    /// The `app` when it was a string.
+    public var app: String?
+    /// The `environment` when it was a string.
+    public var environment: String?
+    /// The parsed token, when it parsed.
+    public var token: DeviceToken?
+    /// The `token` as written, when it was a string.
+    public var rawToken: String?
+
+    public init(
+        error: EventError, eventID: String? = nil, app: String? = nil, environment: String? = nil,
+        token: DeviceToken? = nil, rawToken: String? = nil
+    ) {
+        self.error = error
+        self.eventID = eventID
+        self.app = app
+        self.environment = environment
+        self.token = token
+        self.rawToken = rawToken
+    }
+
+    public var reason: DeliveryErrorReason { error.reason }
+    public var detail: String { error.detail }
+    public var description: String { error.description }
+}

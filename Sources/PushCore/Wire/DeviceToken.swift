@@ -1,0 +1,136 @@
+/// A device token in binary form, 1 to 100 bytes.
+///
+/// Producers write tokens in hex; ``init(hex:)`` accepts upper or lower case, spaces anywhere and one surrounding
+/// pair of `<` `>`, as iOS prints a token's description (`<740f4707 bebcf74f ...>`).
+public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
+    /// The token's bytes, 1 to ``NotificationFormat/maxTokenSize`` of them.
+    public let bytes: [UInt8]
+
+    /// Wraps binary token bytes; fails when there are none or more than 100.
+    public init(bytes: [UInt8]) throws(DeviceTokenError) {
+        guard !bytes.isEmpty else { throw .empty }
+        guard bytes.count <= NotificationFormat.maxTokenSize else { throw .tooLong(bytes: bytes.count) }
+        self.bytes = bytes
+    }
+
+    /// Parses a hex token as producers write it.
+    public init(hex: some StringProtocol) throws(DeviceTokenError) {
+        let utf8 = Array(hex.utf8)
+        let result = utf8.withUnsafeBytes { raw in
+            Result { () throws(DeviceTokenError) in try DeviceToken(hexUTF8: raw) }
+        }
+        self = try result.get()
+    }
+
+    /// Parses a hex token from its UTF-8 bytes.
+    public init(hexUTF8 text: UnsafeRawBufferPointer) throws(DeviceTokenError) {
+        var lower = 0
+        var upper = text.count
+        @inline(__always) func trimSpaces() {
+            while lower < upper, text[lower] == 0x20 { lower += 1 }
+            while upper > lower, text[upper - 1] == 0x20 { upper -= 1 }
+        }
+        trimSpaces()
+        if lower < upper, text[lower] == UInt8(ascii: "<") {
+            guard text[upper - 1] == UInt8(ascii: ">"), upper - lower >= 2 else { throw .unbalancedBrackets }
+            lower += 1
+            upper -= 1
+        } else if lower < upper, text[upper - 1] == UInt8(ascii: ">") {
+            throw .unbalancedBrackets
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity((upper - lower) / 2)
+        var high: UInt8? = nil
+        var index = lower
+        while index < upper {
+            let character = text[index]
+            if character != 0x20 {
+                guard let nibble = DeviceToken.nibble(character) else {
+                    throw .notHex(position: index)
+                }
+                if let h = high {
+                    bytes.append(h << 4 | nibble)
+                    high = nil
+                } else {
+                    high = nibble
+                }
+            }
+            index += 1
+        }
+        guard high == nil else { throw .oddDigitCount }
+        try self.init(bytes: bytes)
+    }
+
+    @inline(__always)
+    static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c &- UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c &- UInt8(ascii: "a") &+ 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c &- UInt8(ascii: "A") &+ 10
+        default: nil
+        }
+    }
+
+    /// The normalised form: lowercase hex, no spaces. Used as the message key of output events.
+    public var hex: String { Hex.encode(bytes) }
+
+    /// A short form for logs: the first and last four hex digits.
+    public var shortened: String {
+        let full = hex
+        guard full.count > 12 else { return full }
+        return "\(full.prefix(4))…\(full.suffix(4))"
+    }
+
+    public var description: String { hex }
+}
+
+/// Why a hex device token was refused; every case maps to the `invalid_token_format` reason.
+public enum DeviceTokenError: Error, Hashable, Sendable, CustomStringConvertible {
+    case empty
+    case tooLong(bytes: Int)
+    case notHex(position: Int)
+    case oddDigitCount
+    case unbalancedBrackets
+
+    public var description: String {
+        switch self {
+        case .empty: "token holds no hex digits"
+        case .tooLong(let n): "token decodes to \(n) bytes, more than \(NotificationFormat.maxTokenSize)"
+        case .notHex(let p): "token is not hex: unexpected character at position \(p)"
+        case .oddDigitCount: "token has an odd number of hex digits"
+        case .unbalancedBrackets: "token has a '<' or '>' without its partner"
+        }
+    }
+}
+
+/// Lowercase hex encoding.
+public enum Hex {
+    private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    public static func encode(_ bytes: some Collection<UInt8>) -> String {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            var i = 0
+            for b in bytes {
+                out[i] = digits[Int(b >> 4)]
+                out[i + 1] = digits[Int(b & 0x0f)]
+                i += 2
+            }
+            return i
+        }
+    }
+
+    /// Decodes plain hex (no spaces, even length); nil on anything else.
+    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
+        let utf8 = Array(text.utf8)
+        guard utf8.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(utf8.count / 2)
+        var i = 0
+        while i < utf8.count {
+            guard let h = DeviceToken.nibble(utf8[i]), let l = DeviceToken.nibble(utf8[i + 1]) else { return nil }
+            out.append(h << 4 | l)
+            i += 2
+        }
+        return out
+    }
+}

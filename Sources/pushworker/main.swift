@@ -1,0 +1,3 @@
+import PushWorkerCLI
+
+await PushWorkerCommand.runAndExit()
