@@ -30,8 +30,8 @@ public struct ErrorResponse: Hashable, Sendable {
                 .unexpectedCommand(command), bytes: buffer.getSlice(at: buffer.readerIndex, length: min(buffer.readableBytes, 64))!)
         }
         guard buffer.readableBytes >= size else { return nil }
+        let status = buffer.getInteger(at: buffer.readerIndex + 1, as: UInt8.self)!
         buffer.moveReaderIndex(forwardBy: 2)
-        let status = buffer.getInteger(at: buffer.readerIndex - 1, as: UInt8.self)!
         let identifier = buffer.readInteger(as: UInt32.self)!
         return ErrorResponse(status: GatewayStatus(code: status), identifier: identifier)
     }

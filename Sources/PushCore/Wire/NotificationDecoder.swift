@@ -104,12 +104,25 @@ public enum NotificationDecoder {
         var problem: String?
         var offset = start + 5
         let end = start + 5 + frameLength
+        // Every item is read, even after a problem, so that a rejection can name the identifier wherever it stands.
         while offset < end {
-            guard end - offset >= 3 else { problem = "frame ends inside an item header"; break }
+            guard end - offset >= 3 else {
+                problem = problem ?? "frame ends inside an item header"
+                break
+            }
             let item = buffer.getInteger(at: offset, as: UInt8.self)!
             let length = Int(buffer.getInteger(at: offset + 1, as: UInt16.self)!)
             offset += 3
-            guard end - offset >= length else { problem = "item \(item) of \(length) bytes overruns the frame"; break }
+            guard end - offset >= length else {
+                problem = problem ?? "item \(item) of \(length) bytes overruns the frame"
+                break
+            }
+            if let itemProblem = readItem(item, length: length, at: offset) { problem = problem ?? itemProblem }
+            offset += length
+        }
+
+        /// Stores one item's value; returns what is wrong with it, if anything.
+        func readItem(_ item: UInt8, length: Int, at offset: Int) -> String? {
             let repeated: Bool
             switch NotificationEncoder.Item(rawValue: item) {
             case .deviceToken:
@@ -119,26 +132,23 @@ public enum NotificationDecoder {
                 repeated = payload != nil
                 payload = buffer.getBytes(at: offset, length: length)!
             case .identifier:
+                guard length == 4 else { return "identifier item is \(length) bytes, not 4" }
                 repeated = identifier != nil
-                guard length == 4 else { problem = "identifier item is \(length) bytes, not 4"; break }
                 identifier = buffer.getInteger(at: offset, as: UInt32.self)!
             case .expiration:
+                guard length == 4 else { return "expiration item is \(length) bytes, not 4" }
                 repeated = expiration != nil
-                guard length == 4 else { problem = "expiration item is \(length) bytes, not 4"; break }
                 expiration = buffer.getInteger(at: offset, as: UInt32.self)!
             case .priority:
+                guard length == 1 else { return "priority item is \(length) bytes, not 1" }
                 repeated = priority != nil
-                guard length == 1 else { problem = "priority item is \(length) bytes, not 1"; break }
                 let value = buffer.getInteger(at: offset, as: UInt8.self)!
-                guard value == 5 || value == 10 else { problem = "priority \(value) is not 5 or 10"; break }
+                guard value == 5 || value == 10 else { return "priority \(value) is not 5 or 10" }
                 priority = value
             case nil:
-                repeated = false
-                problem = "unknown item \(item)"
+                return "unknown item \(item)"
             }
-            if repeated, problem == nil { problem = "item \(item) appears more than once" }
-            if problem != nil { break }
-            offset += length
+            return repeated ? "item \(item) appears more than once" : nil
         }
         buffer.moveReaderIndex(forwardBy: 5 + frameLength)
         let id = identifier ?? 0

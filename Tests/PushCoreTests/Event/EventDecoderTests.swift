@@ -1,0 +1,239 @@
+import Testing
+@testable import PushCore
+
+@Suite struct EventDecoderTests {
+    let token = sampleTokenHex
+
+    func event(_ fields: String, payload: String = #"{"aps":{"alert":"Hi"}}"#) -> String {
+        #"{"id":"e1","app":"com.example.app","token":"\#(token)","payload":\#(payload)\#(fields.isEmpty ? "" : ",")\#(fields)}"#
+    }
+
+    @Test func aValidEventKeepsEverything() throws {
+        let e = try decodeEvent(event(#""environment":"sandbox","expiration":1893456000,"priority":5"#)).get()
+        #expect(e.id == "e1")
+        #expect(e.app == "com.example.app")
+        #expect(e.environment == .sandbox)
+        #expect(e.token == sampleToken)
+        #expect(e.payload == hiPayload)
+        #expect(e.expiration == .at(1_893_456_000))
+        #expect(e.priority == .conservePower)
+        #expect(!e.alertTruncated)
+    }
+
+    @Test func payloadBytesAreTheProducersWithoutInsignificantWhitespace() throws {
+        let payload = "{ \"aps\" :\t{ \"alert\" : \"a  b\\n\\u00e9 \\\" }\" ,\r\n \"badge\" : 1.0E0 } , \"n\" : [ 1 , -0.5e+3 , \"x y\" , { } , [ ] ] }"
+        let e = try decodeEvent(event("", payload: payload)).get()
+        let expected = "{\"aps\":{\"alert\":\"a  b\\n\\u00e9 \\\" }\",\"badge\":1.0E0},\"n\":[1,-0.5e+3,\"x y\",{},[]]}"
+        #expect(String(decoding: e.payload, as: UTF8.self) == expected)
+    }
+
+    @Test func payloadWithoutWhitespaceIsCopiedAsIs() throws {
+        let payload = #"{"aps":{"alert":"\u00e9\ud83d\ude00"},"z":{"k":null,"t":true,"f":false}}"#
+        let e = try decodeEvent(event("", payload: payload)).get()
+        #expect(e.payload == Array(payload.utf8))
+    }
+
+    @Test func tokenForms() throws {
+        let spaced = "<740F4707 BEBCF74F 9B7C25D4 8E335894 5F6AA01D A5DDB387 462C7EAF 61BB78AD>"
+        #expect(try DeviceToken(hex: spaced) == sampleToken)
+        #expect(try DeviceToken(hex: "  ab cd  ").bytes == [0xAB, 0xCD])
+        #expect(try DeviceToken(hex: String(repeating: "ff", count: 100)).bytes.count == 100)
+        #expect(throws: DeviceTokenError.tooLong(bytes: 101)) { try DeviceToken(hex: String(repeating: "ff", count: 101)) }
+        #expect(throws: DeviceTokenError.empty) { try DeviceToken(hex: "") }
+        #expect(throws: DeviceTokenError.empty) { try DeviceToken(hex: "< >") }
+        #expect(throws: DeviceTokenError.oddDigitCount) { try DeviceToken(hex: "abc") }
+        #expect(throws: DeviceTokenError.notHex(position: 1)) { try DeviceToken(hex: "ag") }
+        #expect(throws: DeviceTokenError.unbalancedBrackets) { try DeviceToken(hex: "<abcd") }
+        #expect(throws: DeviceTokenError.unbalancedBrackets) { try DeviceToken(hex: "abcd>") }
+        #expect(throws: DeviceTokenError.notHex(position: 0)) { try DeviceToken(hex: "\tab") }
+        #expect(sampleToken.hex == sampleTokenHex)
+        #expect(sampleToken.shortened == "740f…78ad")
+    }
+
+    @Test func eachRuleGetsItsReason() {
+        let cases: [(String, DeliveryErrorReason)] = [
+            ("", .malformedEvent),
+            ("not json", .malformedEvent),
+            ("{\"id\":\"x\"", .malformedEvent),
+            (#"{"id":"x","app":"a","token":"ab","payload":{"aps":{}}} trailing"#, .malformedEvent),
+            (#"{"id":"x","id":"y","app":"a","token":"ab","payload":{"aps":{}}}"#, .malformedEvent),
+            (#"{"id":"x","app":"a","token":"ab","payload":{"aps":{}},"environment":null}"#, .malformedEvent),
+            (#"{"id":"x","app":"","token":"ab","payload":{"aps":{}}}"#, .malformedEvent),
+            (#"{"id":"x","app":"a","token":"ab","payload":{"aps":{}},"expiration":"2030-02-30T00:00:00Z"}"#, .malformedEvent),
+            (#"{"id":"x","app":"a","token":"ab","payload":{"aps":{}},"expiration":"1969-12-31T23:59:59Z"}"#, .malformedEvent),
+            (#"{"id":"x","app":"a","token":"ab","payload":{"aps":{}},"expiration":null}"#, .malformedEvent),
+            (#"{"id":"x","app":"a","token":"ab","payload":{"aps":{"alert":"\ud800"}}}"#, .malformedEvent),
+            ("{\"id\":\"x\",\"app\":\"a\",\"token\":\"ab\",\"payload\":{\"aps\":{\"alert\":\"\u{1}\"}}}", .malformedEvent),
+            (#"{"id":"x","app":"a","token":"ab","payload":{"aps":{},"aps":{}}}"#, .invalidPayload),
+            (#"{"id":"x","app":"a","token":"ab","payload":{"aps":{"badge":1,"badge":2}}}"#, .invalidPayload),
+            (#"{"id":"x","app":"a","token":"ab","payload":{"aps":{"badge":1.5}}}"#, .invalidPayload),
+            (#"{"id":"x","app":"a","token":"ab","payload":{"aps":{"alert":{"title-loc-args":"x"}}}}"#, .invalidPayload),
+            (#"{"id":"x","app":"a","token":"ab","payload":{"aps":{}},"priority":null}"#, .invalidPriority),
+            (#"{"id":"x","app":"a","token":"ab","payload":{"aps":{}},"priority":10.5}"#, .invalidPriority),
+        ]
+        for (json, reason) in cases {
+            #expect(decodeEvent(json).failure?.reason == reason, "\(json)")
+        }
+    }
+
+    @Test func invalidUTF8IsMalformed() {
+        var bytes = Array(event("").utf8)
+        let at = bytes.firstIndex(of: UInt8(ascii: "H"))!
+        for bad: [UInt8] in [[0xFF], [0xC0, 0x80], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80], [0xE2, 0x82]] {
+            var copy = bytes
+            copy.replaceSubrange(at...at, with: bad)
+            #expect(EventDecoder().decode(copy).failure?.reason == .malformedEvent)
+        }
+        bytes.replaceSubrange(at...at, with: [0xF0, 0x9F, 0x91, 0x8B])
+        #expect(EventDecoder().decode(bytes).success != nil)
+    }
+
+    @Test func firstProblemInSpecOrderWins() {
+        // token bad, payload bad, priority bad, app missing: the missing app (malformed) is reported.
+        let json = #"{"priority":7,"payload":{},"token":"zz","id":"x"}"#
+        let r = decodeEvent(json).failure!
+        #expect(r.reason == .malformedEvent)
+        #expect(r.detail == "field 'app' is missing")
+        #expect(r.eventID == "x")
+        // token bad and payload bad: token format first.
+        #expect(decodeEvent(#"{"priority":7,"payload":{},"token":"zz","id":"x","app":"a"}"#).failure?.reason == .invalidTokenFormat)
+        #expect(decodeEvent(#"{"priority":7,"payload":{},"token":"ab","id":"x","app":"a"}"#).failure?.reason == .invalidPayload)
+    }
+
+    @Test func rejectionsCarryWhatCouldBeRead() {
+        let r = decodeEvent(#"{"id":"x","app":"a","environment":"staging","token":"<AB CD>","payload":{"aps":5}}"#).failure!
+        #expect(r.reason == .malformedEvent)
+        #expect(r.app == "a")
+        #expect(r.environment == "staging")
+        #expect(r.rawToken == "<AB CD>")
+        let p = decodeEvent(#"{"id":"x","app":"a","token":"<AB CD>","payload":{"aps":5}}"#).failure!
+        #expect(p.reason == .invalidPayload)
+        #expect(p.token?.hex == "abcd")
+        let broken = decodeEvent(#"{"id":"early","app":"a","token":"#).failure!
+        #expect(broken.reason == .malformedEvent)
+        #expect(broken.eventID == "early")
+    }
+
+    @Test func idLengthCountsCharactersAndEscapedKeysCount() throws {
+        let id128 = String(repeating: "😀", count: 128)
+        #expect(try decodeEvent(#"{"id":"\#(id128)","app":"a","token":"ab","payload":{"aps":{}}}"#).get().id == id128)
+        #expect(decodeEvent(#"{"id":"\#(id128)x","app":"a","token":"ab","payload":{"aps":{}}}"#).failure?.reason == .malformedEvent)
+        let escaped = try decodeEvent(#"{"\u0069d":"a\"b","app":"a","token":"ab","payload":{"\u0061ps":{}}}"#).get()
+        #expect(escaped.id == "a\"b")
+    }
+
+    @Test func priorityDefaultsAndContentAvailable() throws {
+        #expect(try decodeEvent(event("")).get().priority == .immediate)
+        let background = #"{"aps":{"content-available":1}}"#
+        #expect(try decodeEvent(event("", payload: background)).get().priority == .conservePower)
+        #expect(decodeEvent(event(#""priority":10"#, payload: background)).failure?.reason == .invalidPriority)
+        #expect(try decodeEvent(event(#""priority":10.0"#, payload: #"{"aps":{"content-available":1,"badge":2}}"#)).get().priority == .immediate)
+        #expect(try decodeEvent(event(#""priority":5"#, payload: background)).get().priority == .conservePower)
+        #expect(decodeEvent(event("", payload: #"{"aps":{"content-available":true}}"#)).failure?.reason == .invalidPayload)
+    }
+
+    @Test func expirationForms() throws {
+        func expiration(_ value: String) -> Expiration? { decodeEvent(event(#""expiration":\#(value)"#)).success?.expiration }
+        #expect(expiration("0") == .at(0))
+        #expect(expiration("4294967295") == .at(4_294_967_295))
+        #expect(expiration("1e3") == .at(1000))
+        #expect(expiration("4294967296") == nil)
+        #expect(expiration(#""2026-11-21T10:15:30Z""#) == .at(1_795_256_130))
+        #expect(expiration(#""2026-11-21t10:15:30.999z""#) == .at(1_795_256_130))
+        #expect(expiration(#""2026-11-21T11:15:30+01:00""#) == .at(1_795_256_130))
+        #expect(expiration(#""2026-11-21T09:45:30-00:30""#) == .at(1_795_256_130))
+        #expect(expiration(#""2024-02-29T00:00:00Z""#) == .at(1_709_164_800))
+        #expect(expiration(#""2023-02-29T00:00:00Z""#) == nil)
+        #expect(expiration(#""2026-11-21 10:15:30Z""#) == nil)
+        #expect(expiration(#""2026-11-21T10:15:30""#) == nil)
+        #expect(try decodeEvent(event("")).get().expiration == .unspecified)
+        #expect(Expiration.unspecified.resolved(recordTimestamp: 1000, defaultTTL: 86400) == 87400)
+        #expect(Expiration.at(0).resolved(recordTimestamp: 1000, defaultTTL: 86400) == 0)
+        #expect(!Expiration.hasPassed(0, now: 5_000_000_000))
+        #expect(Expiration.hasPassed(999, now: 1000))
+        #expect(!Expiration.hasPassed(1000, now: 1000))
+    }
+
+    @Test func sizeLimitsPerFormat() {
+        let alert = String(repeating: "a", count: 2048 - 20)
+        let exact = event("", payload: #"{"aps":{"alert":"\#(alert)"}}"#)
+        #expect(decodeEvent(exact).success?.payload.count == 2048)
+        let over = event("", payload: #"{"aps":{"alert":"\#(alert)a"}}"#)
+        #expect(decodeEvent(over).failure?.reason == .payloadTooLarge)
+        let legacy = event("", payload: #"{"aps":{"alert":"\#(String(repeating: "a", count: 237))"}}"#)
+        #expect(decodeEvent(legacy, format: .enhanced).failure?.reason == .payloadTooLarge)
+        #expect(decodeEvent(legacy, format: .frame).success != nil)
+    }
+}
+
+@Suite struct TruncationTests {
+    func truncated(_ alertJSON: String, limit: Int, bodyKey: Bool = false, extra: String = "") -> String? {
+        let aps = bodyKey ? #"{"alert":{"title":"T","body":\#(alertJSON)}}"# : #"{"alert":\#(alertJSON)}"#
+        let json = #"{"id":"t","app":"a","token":"ab","truncate_alert":true,"payload":{"aps":\#(aps)\#(extra)}}"#
+        guard let event = EventDecoder(payloadLimit: limit).decode(json).success else { return nil }
+        #expect(event.payload.count <= limit)
+        return String(decoding: event.payload, as: UTF8.self)
+    }
+
+    @Test func keepsTheLongestPrefixThatFitsAndAddsAnEllipsis() {
+        // {"aps":{"alert":"…"}} is 23 bytes; each ASCII character kept costs one more.
+        #expect(truncated(#""Hello, world""#, limit: 28) == #"{"aps":{"alert":"Hello…"}}"#)
+        #expect(truncated(#""Hello, world""#, limit: 23) == #"{"aps":{"alert":"…"}}"#)
+        #expect(truncated(#""Hello, world""#, limit: 22) == nil)
+        #expect(truncated(#""Hello""#, limit: 100) == #"{"aps":{"alert":"Hello"}}"#)
+    }
+
+    @Test func cutsOnGraphemeBoundaries() {
+        // 👍🏽 is 8 bytes (two scalars); é written as e + U+0301 is 3 bytes (two scalars).
+        #expect(truncated(#""ab👍🏽cdef""#, limit: 23 + 2 + 7) == #"{"aps":{"alert":"ab…"}}"#)
+        #expect(truncated(#""ab👍🏽cdef""#, limit: 23 + 2 + 8) == #"{"aps":{"alert":"ab👍🏽…"}}"#)
+        #expect(truncated("\"xe\u{301}yzwv\"", limit: 23 + 1 + 2) == #"{"aps":{"alert":"x…"}}"#)
+        #expect(truncated("\"xe\u{301}yzwv\"", limit: 23 + 1 + 3) == "{\"aps\":{\"alert\":\"xe\u{301}…\"}}")
+    }
+
+    @Test func keepsEscapesAsWritten() {
+        // \u00e9 takes 6 bytes in the payload; it is kept whole or dropped whole.
+        #expect(truncated(#""\u00e9\u00e9\u00e9""#, limit: 23 + 6 + 5) == #"{"aps":{"alert":"\u00e9…"}}"#)
+        #expect(truncated(#""a\"b\"c""#, limit: 23 + 2) == #"{"aps":{"alert":"a…"}}"#)
+        #expect(truncated(#""a\"b\"c""#, limit: 23 + 3) == #"{"aps":{"alert":"a\"…"}}"#)
+        // a surrogate pair escape is one character
+        #expect(truncated(#""\ud83d\ude00\ud83d\ude00x""#, limit: 23 + 12) == #"{"aps":{"alert":"\ud83d\ude00…"}}"#)
+    }
+
+    @Test func shortensTheBodyOfAnAlertDictionaryAndKeepsTheRest() {
+        let out = truncated(#""A long body text""#, limit: 60, bodyKey: true, extra: #", "x" : [1, 2]"#)
+        #expect(out == #"{"aps":{"alert":{"title":"T","body":"A long…"}},"x":[1,2]}"#)
+    }
+
+    @Test func withoutAnAlertTextNothingCanBeShortened() {
+        let json = #"{"id":"t","app":"a","token":"ab","truncate_alert":true,"payload":{"aps":{"badge":1},"x":"\#(String(repeating: "y", count: 300))"}}"#
+        let r = EventDecoder(payloadLimit: 256).decode(json).failure
+        #expect(r?.reason == .payloadTooLarge)
+        let noFlag = #"{"id":"t","app":"a","token":"ab","payload":{"aps":{"alert":"\#(String(repeating: "y", count: 300))"}}}"#
+        #expect(EventDecoder(payloadLimit: 256).decode(noFlag).failure?.reason == .payloadTooLarge)
+    }
+
+    @Test func truncationFlagIsReported() throws {
+        let json = #"{"id":"t","app":"a","token":"ab","truncate_alert":true,"payload":{"aps":{"alert":"\#(String(repeating: "é", count: 200))"}}}"#
+        let e = try EventDecoder(payloadLimit: 256).decode(json).get()
+        #expect(e.alertTruncated)
+        #expect(e.payload.count <= 256)
+        #expect(e.payload.count >= 255)
+        #expect(try JSONValue(parsing: e.payload)["aps"]?["alert"]?.stringValue?.hasSuffix("é…") == true)
+    }
+}
+
+@Suite struct RFC3339Tests {
+    @Test func formatsAndParsesRoundTrip() {
+        for t: Int64 in [0, 1, 86399, 951_782_400, 1_709_164_800, 1_795_256_130, 4_294_967_295] {
+            #expect(RFC3339.parse(RFC3339.format(unixSeconds: t)) == t)
+        }
+        #expect(RFC3339.format(unixSeconds: 1_795_256_130) == "2026-11-21T10:15:30Z")
+        #expect(RFC3339.format(unixMilliseconds: 1_795_256_130_007) == "2026-11-21T10:15:30.007Z")
+        #expect(RFC3339.parse("2016-12-31T23:59:60Z") == RFC3339.parse("2017-01-01T00:00:00Z"))
+        #expect(RFC3339.parse("2026-13-01T00:00:00Z") == nil)
+        #expect(RFC3339.parse("2026-11-21T24:00:00Z") == nil)
+        #expect(RFC3339.parse("2026-11-21T10:15:30.Z") == nil)
+        #expect(RFC3339.parse("2026-11-21T10:15:30+0100") == nil)
+    }
+}
