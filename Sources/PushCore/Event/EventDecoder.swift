@@ -180,7 +180,6 @@ private struct EventScan {
                 problem(field, "field 'id' is empty")
             } else if length > 128 {
                 problem(field, "field 'id' has \(length) characters, more than 128")
-                id = String(text.unicodeScalars.prefix(128))
             } else {
                 id = text
             }
