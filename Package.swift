@@ -2,6 +2,8 @@
 // pushworker: delivers push notifications from Kafka to Apple's binary provider interface.
 import PackageDescription
 
+import class Foundation.ProcessInfo
+
 let strict: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
     .enableUpcomingFeature("ExistentialAny"),
@@ -58,3 +60,22 @@ let package = Package(
         ),
     ]
 )
+
+// Benchmarks (ordo-one/benchmark) are declared only when asked for, so that the product's build and tests never
+// compile the benchmark harness: `scripts/bench` sets PUSHWORKER_BENCHMARKS=1 and builds in .build-bench.
+if ProcessInfo.processInfo.environment["PUSHWORKER_BENCHMARKS"] == "1" {
+    package.dependencies.append(
+        .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]))
+    package.targets.append(
+        .executableTarget(
+            name: "CoreBenchmarks",
+            dependencies: [
+                "PushCore",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "Benchmarks/CoreBenchmarks",
+            swiftSettings: [.swiftLanguageMode(.v6)],
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ))
+}

@@ -65,6 +65,28 @@ private enum EventField: Int, CaseIterable {
         default: false
         }
     }
+
+    var bit: UInt16 { 1 << UInt16(rawValue) }
+
+    static let required: [EventField] = allCases.filter(\.isRequired)
+}
+
+/// The keys of an alert dictionary that have a defined type.
+private enum AlertKey: Int {
+    case body, title, actionLocKey, locKey, locArgs, titleLocKey, titleLocArgs, launchImage
+
+    var name: String {
+        switch self {
+        case .body: "body"
+        case .title: "title"
+        case .actionLocKey: "action-loc-key"
+        case .locKey: "loc-key"
+        case .locArgs: "loc-args"
+        case .titleLocKey: "title-loc-key"
+        case .titleLocArgs: "title-loc-args"
+        case .launchImage: "launch-image"
+        }
+    }
 }
 
 /// The keys of `aps` that have a defined type.
@@ -75,8 +97,10 @@ private enum ApsKey: Int {
 /// The state of one pass over an event.
 private struct EventScan {
     var reader: JSONReader
-    var seen: Set<Int> = []
-    var fieldProblem: [EventField: String] = [:]
+    /// Bits of the fields seen so far.
+    var seen: UInt16 = 0
+    /// The malformed-event problem of the field earliest in the SPEC's order, if any.
+    var fieldProblem: (field: EventField, text: String)?
     var payloadProblem: String?
     var priorityProblem: String?
 
@@ -103,7 +127,8 @@ private struct EventScan {
     }
 
     private mutating func problem(_ field: EventField, _ text: String) {
-        if fieldProblem[field] == nil { fieldProblem[field] = text }
+        if let current = fieldProblem, current.field.rawValue <= field.rawValue { return }
+        fieldProblem = (field, text)
     }
 
     private mutating func payloadProblem(_ text: String) {
@@ -124,27 +149,26 @@ private struct EventScan {
         if try !reader.objectIsEmpty() {
             repeat {
                 let key = try reader.readKey()
-                guard let field = field(named: key) else {
+                guard let field = Self.field(named: key, in: reader) else {
                     try reader.skipValue(depth: 1)
                     continue
                 }
-                if seen.contains(field.rawValue) {
+                if seen & field.bit != 0 {
                     problem(field, "field '\(field.name)' appears more than once")
                     try reader.skipValue(depth: 1)
                     continue
                 }
-                seen.insert(field.rawValue)
+                seen |= field.bit
                 try readField(field)
             } while try reader.nextMember(close: UInt8(ascii: "}"))
         }
         try reader.expectEnd()
-        for field in EventField.allCases where field.isRequired && !seen.contains(field.rawValue) {
+        for field in EventField.required where seen & field.bit == 0 {
             problem(field, "field '\(field.name)' is missing")
         }
     }
 
-    private func field(named key: JSONString) -> EventField? {
-        let r = reader
+    private static func field(named key: JSONString, in r: JSONReader) -> EventField? {
         switch key.end - key.start {
         case 2 where r.string(key, equals: "id"): return .id
         case 3 where r.string(key, equals: "app"): return .app
@@ -278,8 +302,7 @@ private struct EventScan {
         if !apsSeen { payloadProblem("payload has no 'aps' object") }
     }
 
-    private func apsKey(_ key: JSONString) -> ApsKey? {
-        let r = reader
+    private static func apsKey(_ key: JSONString, in r: JSONReader) -> ApsKey? {
         if r.string(key, equals: "alert") { return .alert }
         if r.string(key, equals: "badge") { return .badge }
         if r.string(key, equals: "sound") { return .sound }
@@ -300,7 +323,7 @@ private struct EventScan {
         repeat {
             let key = try reader.readKey()
             apsKeyCount += 1
-            guard let known = apsKey(key) else {
+            guard let known = Self.apsKey(key, in: reader) else {
                 try reader.skipValue(depth: 3)
                 continue
             }
@@ -342,42 +365,55 @@ private struct EventScan {
         } while try reader.nextMember(close: UInt8(ascii: "}"))
     }
 
+    private static func alertKey(_ key: JSONString, in r: JSONReader) -> AlertKey? {
+        switch key.end - key.start {
+        case 4 where r.string(key, equals: "body"): return .body
+        case 5 where r.string(key, equals: "title"): return .title
+        case 7 where r.string(key, equals: "loc-key"): return .locKey
+        case 8 where r.string(key, equals: "loc-args"): return .locArgs
+        case 12 where r.string(key, equals: "launch-image"): return .launchImage
+        case 13 where r.string(key, equals: "title-loc-key"): return .titleLocKey
+        case 14 where r.string(key, equals: "action-loc-key"): return .actionLocKey
+        case 14 where r.string(key, equals: "title-loc-args"): return .titleLocArgs
+        default:
+            guard key.hasEscapes else { return nil }
+            let text = r.string(key)
+            return (0...7).lazy.compactMap(AlertKey.init(rawValue:)).first { $0.name == text }
+        }
+    }
+
     private mutating func readAlertDictionary() throws(JSONSyntaxError) {
         reader.position += 1
-        var seenNames: Set<String> = []
+        var seenKeys: UInt8 = 0
         guard try !reader.objectIsEmpty() else { return }
         repeat {
             let key = try reader.readKey()
-            let name = reader.string(key)
+            guard let known = Self.alertKey(key, in: reader) else {
+                try reader.skipValue(depth: 4)
+                continue
+            }
+            let bit: UInt8 = 1 << known.rawValue
+            if seenKeys & bit != 0 {
+                payloadProblem("'aps.alert.\(known.name)' appears more than once")
+                try reader.skipValue(depth: 4)
+                continue
+            }
+            seenKeys |= bit
             let kind = reader.kindOfNextValue()
-            let expected: String
-            switch name {
-            case "body", "title", "loc-key", "title-loc-key", "launch-image": expected = "a string"
-            case "action-loc-key": expected = "a string or null"
-            case "loc-args", "title-loc-args": expected = "an array of strings"
-            default:
-                try reader.skipValue(depth: 4)
-                continue
-            }
-            if !seenNames.insert(name).inserted {
-                payloadProblem("'aps.alert.\(name)' appears more than once")
-                try reader.skipValue(depth: 4)
-                continue
-            }
-            switch expected {
-            case "a string":
-                guard kind == .string else { try apsWrongType("alert.\(name)", expected: expected, depth: 4); continue }
+            switch known {
+            case .body, .title, .locKey, .titleLocKey, .launchImage:
+                guard kind == .string else { try apsWrongType("alert.\(known.name)", expected: "a string", depth: 4); continue }
                 let text = try reader.readString()
-                if name == "body" { alertText = text }
-            case "a string or null":
+                if known == .body { alertText = text }
+            case .actionLocKey:
                 guard kind == .string || kind == .null else {
-                    try apsWrongType("alert.\(name)", expected: expected, depth: 4)
+                    try apsWrongType("alert.\(known.name)", expected: "a string or null", depth: 4)
                     continue
                 }
                 try reader.skipValue(depth: 4)
-            default:
-                guard kind == .array else { try apsWrongType("alert.\(name)", expected: expected, depth: 4); continue }
-                try readStringArray(name: "alert.\(name)")
+            case .locArgs, .titleLocArgs:
+                guard kind == .array else { try apsWrongType("alert.\(known.name)", expected: "an array of strings", depth: 4); continue }
+                try readStringArray(name: known.name)
             }
         } while try reader.nextMember(close: UInt8(ascii: "}"))
     }
@@ -390,7 +426,7 @@ private struct EventScan {
             if reader.kindOfNextValue() == .string {
                 _ = try reader.readString()
             } else {
-                payloadProblem("'aps.\(name)' must hold only strings, not \(reader.kindOfNextValue()?.rawValue ?? "nothing")")
+                payloadProblem("'aps.alert.\(name)' must hold only strings, not \(reader.kindOfNextValue()?.rawValue ?? "nothing")")
                 try reader.skipValue(depth: 5)
             }
         } while try reader.nextMember(close: UInt8(ascii: "]"))
@@ -405,9 +441,7 @@ private struct EventScan {
     }
 
     func finish(payloadLimit: Int) -> Result<NotificationEvent, EventRejection> {
-        for field in EventField.allCases {
-            if let text = fieldProblem[field] { return .failure(rejection(.malformedEvent(text))) }
-        }
+        if let fieldProblem { return .failure(rejection(.malformedEvent(fieldProblem.text))) }
         let token: DeviceToken
         do {
             token = try parseToken()

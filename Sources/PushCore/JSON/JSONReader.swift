@@ -84,6 +84,7 @@ struct JSONReader {
         let start = position
         var hasEscapes = false
         while true {
+            skipPlainStringBytes()
             guard position < bytes.count else { throw JSONSyntaxError(.unterminatedString, at: start - 1) }
             let b = bytes[position]
             if b == UInt8(ascii: "\"") {
@@ -99,6 +100,24 @@ struct JSONReader {
             } else {
                 try readUTF8Sequence()
             }
+        }
+    }
+
+    /// Skips, eight at a time, string bytes that need no attention: printable ASCII other than `"` and `\\`.
+    @inline(__always)
+    private mutating func skipPlainStringBytes() {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        while position + 8 <= bytes.count {
+            let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
+            // A byte below 0x20, or with the high bit set, or equal to '"' or '\\' stops the fast path.
+            let below20 = (word &- ones &* 0x20) & ~word
+            let quote = word ^ (ones &* 0x22)
+            let backslash = word ^ (ones &* 0x5C)
+            let isQuote = (quote &- ones) & ~quote
+            let isBackslash = (backslash &- ones) & ~backslash
+            if (below20 | isQuote | isBackslash | word) & highs != 0 { return }
+            position += 8
         }
     }
 

@@ -38,26 +38,29 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
         } else if lower < upper, text[upper - 1] == UInt8(ascii: ">") {
             throw .unbalancedBrackets
         }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity((upper - lower) / 2)
-        var high: UInt8? = nil
-        var index = lower
-        while index < upper {
-            let character = text[index]
-            if character != 0x20 {
+        var failure: DeviceTokenError? = nil
+        let bytes = [UInt8](unsafeUninitializedCapacity: (upper - lower) / 2) { out, count in
+            var high: UInt8? = nil
+            var index = lower
+            while index < upper {
+                let character = text[index]
+                index += 1
+                if character == 0x20 { continue }
                 guard let nibble = DeviceToken.nibble(character) else {
-                    throw .notHex(position: index)
+                    failure = .notHex(position: index - 1)
+                    return
                 }
                 if let h = high {
-                    bytes.append(h << 4 | nibble)
+                    out[count] = h << 4 | nibble
+                    count += 1
                     high = nil
                 } else {
                     high = nibble
                 }
             }
-            index += 1
+            if high != nil { failure = .oddDigitCount }
         }
-        guard high == nil else { throw .oddDigitCount }
+        if let failure { throw failure }
         try self.init(bytes: bytes)
     }
 

@@ -1,0 +1,53 @@
+import Benchmark
+import NIOCore
+import PushCore
+
+/// A typical event: a 32-byte token and a ~200-byte payload with an alert dictionary, a badge, a sound and the
+/// app's own data, written as a producer's JSON serializer writes it.
+let typicalEvent = Array("""
+    {"id":"order-shipped-8d2f41c6-19b4-4c47-8d0b-6f3f0c2a9e17","app":"com.example.app","environment":"production",\
+    "token":"740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad",\
+    "payload":{"aps":{"alert":{"title":"Your order has shipped","body":"Order #48213 is on its way and arrives Tuesday."},\
+    "badge":3,"sound":"default","category":"ORDER"},"order":{"id":48213,"carrier":"ups"}},\
+    "expiration":1893456000,"priority":10}
+    """.utf8)
+
+let benchmarks: @Sendable () -> Void = {
+    Benchmark.defaultConfiguration = .init(
+        metrics: [.throughput, .wallClock, .mallocCountTotal, .instructions],
+        scalingFactor: .mega,
+        maxDuration: .seconds(3),
+        maxIterations: 20
+    )
+
+    Benchmark("Frame encoding, 200-byte payload") { benchmark in
+        let payload = Array(repeating: UInt8(ascii: "x"), count: 200)
+        let notification = PushNotification(
+            token: try! DeviceToken(hex: "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"),
+            payload: payload, identifier: 1, expiration: 1_893_456_000, priority: .immediate)
+        var buffer = ByteBufferAllocator().buffer(capacity: 1 << 20)
+        benchmark.startMeasurement()
+        for i in benchmark.scaledIterations {
+            var n = notification
+            n.identifier = UInt32(truncatingIfNeeded: i)
+            NotificationEncoder.encode(n, format: .frame, into: &buffer)
+            if buffer.writerIndex > (1 << 20) - 512 { buffer.clear() }
+        }
+        blackHole(buffer.writerIndex)
+    }
+
+    Benchmark("Event decode + validate + encode, from JSON bytes", configuration: .init(scalingFactor: .kilo)) { benchmark in
+        let decoder = EventDecoder(format: .frame)
+        var buffer = ByteBufferAllocator().buffer(capacity: 1 << 20)
+        var identifier: UInt32 = 0
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            guard case .success(let event) = decoder.decode(typicalEvent) else { fatalError("the sample event is valid") }
+            identifier &+= 1
+            let n = event.notification(identifier: identifier, recordTimestamp: 1_800_000_000, defaultTTL: 86400)
+            NotificationEncoder.encode(n, format: .frame, into: &buffer)
+            if buffer.writerIndex > (1 << 20) - 4096 { buffer.clear() }
+        }
+        blackHole(buffer.writerIndex)
+    }
+}
