@@ -42,11 +42,33 @@ public struct EventDecoder: Sendable {
     }
 }
 
+/// A key the decoder interprets, matched against a key token's bytes.
+private protocol KnownKey {
+    var spelling: StaticString { get }
+    /// Every key of the kind, built once.
+    static var table: [Self] { get }
+}
+
+extension JSONReader {
+    /// The known key a key token spells (escapes included), if any.
+    fileprivate func match<Key: KnownKey>(_ key: JSONString, as: Key.Type) -> Key? {
+        if !key.hasEscapes {
+            return Key.table.first { string(key, equals: $0.spelling) }
+        }
+        let text = string(key)
+        return Key.table.first { $0.spelling.description == text }
+    }
+}
+
 /// The fields of the event object, in the order their problems are reported.
-private enum EventField: Int, CaseIterable {
+private enum EventField: Int, CaseIterable, KnownKey {
     case id, app, environment, token, payload, expiration, truncateAlert, priority
 
-    var name: String {
+    static let table = allCases
+
+    var name: String { spelling.description }
+
+    var spelling: StaticString {
         switch self {
         case .id: "id"
         case .app: "app"
@@ -72,10 +94,14 @@ private enum EventField: Int, CaseIterable {
 }
 
 /// The keys of an alert dictionary that have a defined type.
-private enum AlertKey: Int {
+private enum AlertKey: Int, CaseIterable, KnownKey {
     case body, title, actionLocKey, locKey, locArgs, titleLocKey, titleLocArgs, launchImage
 
-    var name: String {
+    static let table = allCases
+
+    var name: String { spelling.description }
+
+    var spelling: StaticString {
         switch self {
         case .body: "body"
         case .title: "title"
@@ -90,8 +116,20 @@ private enum AlertKey: Int {
 }
 
 /// The keys of `aps` that have a defined type.
-private enum ApsKey: Int {
+private enum ApsKey: Int, CaseIterable, KnownKey {
     case alert, badge, sound, contentAvailable, category
+
+    static let table = allCases
+
+    var spelling: StaticString {
+        switch self {
+        case .alert: "alert"
+        case .badge: "badge"
+        case .sound: "sound"
+        case .contentAvailable: "content-available"
+        case .category: "category"
+        }
+    }
 }
 
 /// The state of one pass over an event.
@@ -149,7 +187,7 @@ private struct EventScan {
         if try !reader.objectIsEmpty() {
             repeat {
                 let key = try reader.readKey()
-                guard let field = Self.field(named: key, in: reader) else {
+                guard let field = reader.match(key, as: EventField.self) else {
                     try reader.skipValue(depth: 1)
                     continue
                 }
@@ -165,24 +203,6 @@ private struct EventScan {
         try reader.expectEnd()
         for field in EventField.required where seen & field.bit == 0 {
             problem(field, "field '\(field.name)' is missing")
-        }
-    }
-
-    private static func field(named key: JSONString, in r: JSONReader) -> EventField? {
-        switch key.end - key.start {
-        case 2 where r.string(key, equals: "id"): return .id
-        case 3 where r.string(key, equals: "app"): return .app
-        case 5 where r.string(key, equals: "token"): return .token
-        case 7 where r.string(key, equals: "payload"): return .payload
-        case 8 where r.string(key, equals: "priority"): return .priority
-        case 10 where r.string(key, equals: "expiration"): return .expiration
-        case 11 where r.string(key, equals: "environment"): return .environment
-        case 14 where r.string(key, equals: "truncate_alert"): return .truncateAlert
-        default:
-            // A key spelled with escapes still names the field it decodes to.
-            guard key.hasEscapes else { return nil }
-            let text = r.string(key)
-            return EventField.allCases.first { $0.name == text }
         }
     }
 
@@ -302,15 +322,6 @@ private struct EventScan {
         if !apsSeen { payloadProblem("payload has no 'aps' object") }
     }
 
-    private static func apsKey(_ key: JSONString, in r: JSONReader) -> ApsKey? {
-        if r.string(key, equals: "alert") { return .alert }
-        if r.string(key, equals: "badge") { return .badge }
-        if r.string(key, equals: "sound") { return .sound }
-        if r.string(key, equals: "content-available") { return .contentAvailable }
-        if r.string(key, equals: "category") { return .category }
-        return nil
-    }
-
     private mutating func apsWrongType(_ name: String, expected: String, depth: Int) throws(JSONSyntaxError) {
         payloadProblem("'aps.\(name)' must be \(expected), not \(reader.kindOfNextValue()?.rawValue ?? "nothing")")
         try reader.skipValue(depth: depth)
@@ -323,13 +334,13 @@ private struct EventScan {
         repeat {
             let key = try reader.readKey()
             apsKeyCount += 1
-            guard let known = Self.apsKey(key, in: reader) else {
+            guard let known = reader.match(key, as: ApsKey.self) else {
                 try reader.skipValue(depth: 3)
                 continue
             }
             let bit: UInt8 = 1 << known.rawValue
             if seenKeys & bit != 0 {
-                payloadProblem("'aps.\(reader.string(key))' appears more than once")
+                payloadProblem("'aps.\(known.spelling)' appears more than once")
                 try reader.skipValue(depth: 3)
                 continue
             }
@@ -365,30 +376,13 @@ private struct EventScan {
         } while try reader.nextMember(close: UInt8(ascii: "}"))
     }
 
-    private static func alertKey(_ key: JSONString, in r: JSONReader) -> AlertKey? {
-        switch key.end - key.start {
-        case 4 where r.string(key, equals: "body"): return .body
-        case 5 where r.string(key, equals: "title"): return .title
-        case 7 where r.string(key, equals: "loc-key"): return .locKey
-        case 8 where r.string(key, equals: "loc-args"): return .locArgs
-        case 12 where r.string(key, equals: "launch-image"): return .launchImage
-        case 13 where r.string(key, equals: "title-loc-key"): return .titleLocKey
-        case 14 where r.string(key, equals: "action-loc-key"): return .actionLocKey
-        case 14 where r.string(key, equals: "title-loc-args"): return .titleLocArgs
-        default:
-            guard key.hasEscapes else { return nil }
-            let text = r.string(key)
-            return (0...7).lazy.compactMap(AlertKey.init(rawValue:)).first { $0.name == text }
-        }
-    }
-
     private mutating func readAlertDictionary() throws(JSONSyntaxError) {
         reader.position += 1
         var seenKeys: UInt8 = 0
         guard try !reader.objectIsEmpty() else { return }
         repeat {
             let key = try reader.readKey()
-            guard let known = Self.alertKey(key, in: reader) else {
+            guard let known = reader.match(key, as: AlertKey.self) else {
                 try reader.skipValue(depth: 4)
                 continue
             }
