@@ -1,0 +1,120 @@
+import NIOPosix
+import PushCore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A notification the simulator accepted.
+public struct RecordedNotification: Hashable, Sendable {
+    public var app: String
+    public var token: [UInt8]
+    public var payload: [UInt8]
+    public var identifier: UInt32
+    public var expiry: UInt32
+    public var priority: UInt8
+    public var command: UInt8
+    /// The gateway connection's number (1 for the first accepted TCP connection, refused ones included).
+    public var connection: Int
+    /// UNIX milliseconds.
+    public var time: Int64
+
+    /// The record file's line (without the newline).
+    public var jsonLine: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(160 + payload.count + token.count * 2)
+        out.append(contentsOf: "{\"app\":".utf8)
+        JSONWriter.appendQuoted(app, to: &out)
+        out.append(contentsOf: ",\"token\":\"\(Hex.encode(token))\",\"payload\":".utf8)
+        out.append(contentsOf: payload)  // the gateway checked that it is a JSON object
+        out.append(contentsOf: ",\"identifier\":\(identifier),\"expiry\":\(expiry),\"priority\":\(priority),\"command\":\(command),\"connection\":\(connection),\"time\":\"\(RFC3339.format(unixMilliseconds: time))\",\"time_ms\":\(time)}".utf8)
+        return out
+    }
+}
+
+/// Writes the record file (JSON lines) off the event loops, on one thread of its own, in order, in large writes;
+/// optionally keeps the records in memory as well.
+final class Recorder: Sendable {
+    private struct Pending {
+        var bytes: [UInt8] = []
+        var records: [RecordedNotification] = []
+    }
+
+    private let pending = Mutex(Pending())
+    private let descriptor: Int32?
+    private let keepInMemory: Bool
+    private let writer: NIOThreadPool
+    static let writeThreshold = 256 * 1024
+
+    /// Opens (truncating) the record file; throws when it cannot be created.
+    init(path: String?, keepInMemory: Bool) throws(SimulatorInputError) {
+        if let path {
+            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { throw SimulatorInputError("cannot open the record file \(path): \(String(cString: strerror(errno)))") }
+            descriptor = fd
+        } else {
+            descriptor = nil
+        }
+        self.keepInMemory = keepInMemory
+        writer = NIOThreadPool(numberOfThreads: 1)
+        writer.start()
+    }
+
+    var isActive: Bool { descriptor != nil || keepInMemory }
+
+    func append(_ records: [RecordedNotification]) {
+        guard !records.isEmpty, isActive else { return }
+        var lines: [UInt8] = []
+        if descriptor != nil {
+            for record in records {
+                lines.append(contentsOf: record.jsonLine)
+                lines.append(0x0A)
+            }
+        }
+        let batch: [UInt8]? = pending.withLock { p in
+            if keepInMemory { p.records.append(contentsOf: records) }
+            p.bytes.append(contentsOf: lines)
+            guard p.bytes.count >= Recorder.writeThreshold else { return nil }
+            defer { p.bytes = [] }
+            return p.bytes
+        }
+        if let batch { submit(batch) }
+    }
+
+    private func submit(_ batch: [UInt8]) {
+        guard let fd = descriptor else { return }
+        writer.submit { _ in Recorder.writeAll(fd, batch) }
+    }
+
+    /// Writes out whatever is pending and waits until the file has it.
+    func flush() async {
+        guard let fd = descriptor else { return }
+        let batch = pending.withLock { p in
+            defer { p.bytes = [] }
+            return p.bytes
+        }
+        _ = try? await writer.runIfActive { Recorder.writeAll(fd, batch) }
+    }
+
+    /// Flushes and closes the file.
+    func close() async {
+        await flush()
+        try? await writer.shutdownGracefully()
+        if let fd = descriptor { _ = Glibc.close(fd) }
+    }
+
+    var records: [RecordedNotification] { pending.withLock { $0.records } }
+
+    private static func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { return }
+                offset += n
+            }
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import PushCore
+
+/// Everything `pushworker simulate` can be told. Faults count per connection.
+public struct SimulatorConfiguration: Sendable {
+    /// PEM files: the server's certificate chain and key, and the CA that client certificates must chain to.
+    public var certificatePath: String
+    public var privateKeyPath: String
+    public var caPath: String
+    public var host = "127.0.0.1"
+    /// 0 picks a free port.
+    public var gatewayPort = 0
+    public var feedbackPort = 0
+    /// Where accepted notifications are recorded, one JSON line each.
+    public var recordPath: String?
+    /// Keep accepted notifications in memory too (tests, the demo).
+    public var recordInMemory = false
+
+    /// After a connection has accepted this many notifications, answer status 10 naming the last, then close.
+    public var shutdownEvery: Int?
+    /// After a connection has accepted this many notifications, close it without an error response.
+    public var closeEvery: Int?
+    /// Tokens answered with status 8 (invalid token).
+    public var invalidTokens: Set<[UInt8]> = []
+    /// The share of notifications answered with status 1 (processing error), from a generator seeded with `seed`.
+    public var processingErrorRate = 0.0
+    public var seed: UInt64 = 1
+    /// Pause this long before each read, so that a fast client meets backpressure.
+    public var readDelayMilliseconds = 0
+    /// The first N connection attempts (to the gateway port) are closed at once.
+    public var refuseConnections = 0
+
+    /// Tuples every app's feedback list starts with.
+    public var feedback: [FeedbackEntry] = []
+    /// A token that got status 8 joins its app's feedback list once this many seconds have passed.
+    public var unregisteredAfterSeconds = 0
+
+    public init(certificatePath: String, privateKeyPath: String, caPath: String) {
+        self.certificatePath = certificatePath
+        self.privateKeyPath = privateKeyPath
+        self.caPath = caPath
+    }
+}
+
+/// A line of the `--feedback` file: `HEXTOKEN UNIXTIME [APP]`. Without an app it is in every app's list.
+public struct FeedbackEntry: Hashable, Sendable {
+    public var tuple: FeedbackTuple
+    public var app: String?
+
+    public init(tuple: FeedbackTuple, app: String?) {
+        self.tuple = tuple
+        self.app = app
+    }
+
+    /// Parses the feedback file's text. Blank lines and lines starting with `#` are skipped.
+    public static func parseFile(_ text: String) throws(SimulatorInputError) -> [FeedbackEntry] {
+        var entries: [FeedbackEntry] = []
+        for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" })
+            if fields.isEmpty || fields[0].hasPrefix("#") { continue }
+            guard fields.count == 2 || fields.count == 3, let token = try? DeviceToken(hex: fields[0]),
+                let time = UInt32(fields[1])
+            else {
+                throw SimulatorInputError("feedback line \(index + 1): expected 'HEXTOKEN UNIXTIME [APP]', got '\(line.prefix(80))'")
+            }
+            entries.append(FeedbackEntry(tuple: FeedbackTuple(timestamp: time, token: token), app: fields.count == 3 ? String(fields[2]) : nil))
+        }
+        return entries
+    }
+}
+
+/// Parses the `--invalid-tokens` file: one hex token per line; blank lines and `#` comments are skipped.
+public func parseTokenList(_ text: String) throws(SimulatorInputError) -> Set<[UInt8]> {
+    var tokens: Set<[UInt8]> = []
+    for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        let trimmed = line.trimmingCharacters(in: " \t\r")
+        if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
+        guard let token = try? DeviceToken(hex: trimmed) else {
+            throw SimulatorInputError("invalid-tokens line \(index + 1): not a hex token: '\(trimmed.prefix(80))'")
+        }
+        tokens.insert(token.bytes)
+    }
+    return tokens
+}
+
+/// A simulator input file that cannot be read as documented.
+public struct SimulatorInputError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+extension Substring {
+    func trimmingCharacters(in set: String) -> Substring {
+        var s = self
+        while let f = s.first, set.contains(f) { s.removeFirst() }
+        while let l = s.last, set.contains(l) { s.removeLast() }
+        return s
+    }
+}

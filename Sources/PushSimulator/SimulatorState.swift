@@ -1,0 +1,101 @@
+import PushCore
+import Synchronization
+
+/// Counts of what the simulator did, printed on exit.
+public struct SimulatorSummary: Hashable, Sendable {
+    public var gatewayConnections = 0
+    public var refusedConnections = 0
+    public var accepted = 0
+    /// Error responses sent, by status code (10 included).
+    public var errorResponses: [UInt8: Int] = [:]
+    public var abruptCloses = 0
+    public var feedbackConnections = 0
+    public var feedbackTuplesSent = 0
+
+    public init() {}
+
+    /// One JSON line: `{"gateway_connections": ..., "error_responses": {"8": 3, ...}, ...}`.
+    public var json: String {
+        let errors = errorResponses.keys.sorted().map { "\"\($0)\": \(errorResponses[$0]!)" }.joined(separator: ", ")
+        return """
+            {"gateway_connections": \(gatewayConnections), "refused_connections": \(refusedConnections), \
+            "accepted": \(accepted), "error_responses": {\(errors)}, "abrupt_closes": \(abruptCloses), \
+            "feedback_connections": \(feedbackConnections), "feedback_tuples_sent": \(feedbackTuplesSent)}
+            """
+    }
+
+    mutating func add(_ other: SimulatorSummary) {
+        gatewayConnections += other.gatewayConnections
+        refusedConnections += other.refusedConnections
+        accepted += other.accepted
+        errorResponses.merge(other.errorResponses, uniquingKeysWith: +)
+        abruptCloses += other.abruptCloses
+        feedbackConnections += other.feedbackConnections
+        feedbackTuplesSent += other.feedbackTuplesSent
+    }
+}
+
+/// State shared by all connections, behind one lock: connection numbering, refusals, counts and the feedback lists.
+/// Connections touch it once per read batch, not once per notification.
+final class SimulatorState: Sendable {
+    private struct State {
+        var connectionsOpened = 0
+        var summary = SimulatorSummary()
+        /// Tokens that got status 8, per app, with the time they did.
+        var unregistered: [String: [FeedbackTuple]] = [:]
+        /// Apps that have been sent the `--feedback` file's tuples already.
+        var fileFeedbackSent: Set<String> = []
+    }
+
+    private let state = Mutex(State())
+    private let refuseFirst: Int
+    private let fileFeedback: [FeedbackEntry]
+    private let unregisteredAfter: Int64
+
+    init(configuration: SimulatorConfiguration) {
+        refuseFirst = configuration.refuseConnections
+        fileFeedback = configuration.feedback
+        unregisteredAfter = Int64(configuration.unregisteredAfterSeconds)
+    }
+
+    /// Numbers a new gateway connection, or returns nil when it is one of the first N to refuse.
+    func openGatewayConnection() -> Int? {
+        state.withLock { s in
+            s.connectionsOpened += 1
+            if s.connectionsOpened <= refuseFirst {
+                s.summary.refusedConnections += 1
+                return nil
+            }
+            s.summary.gatewayConnections += 1
+            return s.connectionsOpened
+        }
+    }
+
+    func add(_ counts: SimulatorSummary) {
+        state.withLock { $0.summary.add(counts) }
+    }
+
+    var summary: SimulatorSummary { state.withLock { $0.summary } }
+
+    func tokenRejected(app: String, token: [UInt8], at time: UInt32) {
+        guard let token = try? DeviceToken(bytes: token) else { return }
+        state.withLock { $0.unregistered[app, default: []].append(FeedbackTuple(timestamp: time, token: token)) }
+    }
+
+    /// The feedback list for `app` at `now` (UNIX seconds), cleared as it is handed out.
+    func takeFeedback(app: String, now: Int64) -> [FeedbackTuple] {
+        state.withLock { s in
+            var tuples: [FeedbackTuple] = []
+            if s.fileFeedbackSent.insert(app).inserted {
+                tuples += fileFeedback.filter { $0.app == nil || $0.app == app }.map(\.tuple)
+            }
+            let pending = s.unregistered[app] ?? []
+            let due = pending.filter { Int64($0.timestamp) + unregisteredAfter <= now }
+            s.unregistered[app] = pending.filter { Int64($0.timestamp) + unregisteredAfter > now }
+            tuples += due
+            s.summary.feedbackConnections += 1
+            s.summary.feedbackTuplesSent += tuples.count
+            return tuples
+        }
+    }
+}

@@ -1,0 +1,135 @@
+import ArgumentParser
+import Logging
+import PushCore
+import PushSimulator
+import ServiceLifecycle
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `pushworker simulate`: the gateway simulator as a standalone server.
+struct SimulateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "simulate",
+        abstract: "Runs a strict simulator of Apple's binary gateway and feedback service, over TLS.",
+        discussion: """
+            Both services require a client certificate that chains to --ca; the app is the UID of its subject, as \
+            in the certificates Apple issues. Once listening, prints one JSON line:
+              {"gateway": "127.0.0.1:A", "feedback": "127.0.0.1:B"}
+            and on SIGTERM or SIGINT a summary line {"summary": {...}}.
+
+            Faults count per connection. Malformed input gets the error response the seeds describe (status 2, 4, \
+            5, 7 or 8, or 128 for a protocol error: an unknown command or item, a payload that is not a JSON object \
+            holding an 'aps' object, or priority 10 with content-available only), then the connection is closed \
+            and whatever followed the bad notification is discarded.
+
+            The feedback file holds lines 'HEXTOKEN UNIXTIME [APP]'; a line without an app is in every app's list. \
+            Each app's list is sent once and then cleared; tokens that got status 8 join their app's list once \
+            --unregistered-after-s has passed.
+            """
+    )
+
+    @Option(help: "PEM file with the server's certificate (chain).") var cert: String
+    @Option(help: "PEM file with the server's private key.") var key: String
+    @Option(help: "PEM file with the CA that client certificates must chain to.") var ca: String
+    @Option(help: "Address to listen on.") var host = "127.0.0.1"
+    @Option(help: "Gateway port (0 picks a free one).") var gatewayPort = 2195
+    @Option(help: "Feedback port (0 picks a free one).") var feedbackPort = 2196
+    @Option(help: "Record every accepted notification to FILE, one JSON line each.") var record: String?
+    @Option(help: "Feedback tuples to serve: lines 'HEXTOKEN UNIXTIME [APP]'.") var feedback: String?
+    @Option(help: "Answer status 10 after every N accepted notifications on a connection, then close.") var shutdownEvery: Int?
+    @Option(help: "Close a connection abruptly after every N accepted notifications on it.") var closeEvery: Int?
+    @Option(help: "Answer status 8 for the hex tokens listed in FILE (one per line).") var invalidTokens: String?
+    @Option(help: "Answer status 1 for this share of notifications (0...1).") var processingErrorRate = 0.0
+    @Option(help: "Seed of the processing-error draw.") var seed: UInt64 = 1
+    @Option(name: .customLong("read-delay-ms"), help: "Pause N ms before each read of 4 KiB (a slow reader).") var readDelayMs = 0
+    @Option(help: "Refuse the first N gateway connection attempts.") var refuseConnections = 0
+    @Option(name: .customLong("unregistered-after-s"), help: "Seconds before a token that got status 8 is in the feedback list.") var unregisteredAfterS = 0
+    @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "notice"
+
+    func validate() throws {
+        for (name, value) in [("--shutdown-every", shutdownEvery), ("--close-every", closeEvery)] {
+            if let value, value < 1 { throw ValidationError("\(name) must be at least 1") }
+        }
+        guard (0...1).contains(processingErrorRate) else { throw ValidationError("--processing-error-rate must be between 0 and 1") }
+        guard readDelayMs >= 0 else { throw ValidationError("--read-delay-ms must not be negative") }
+        guard refuseConnections >= 0 else { throw ValidationError("--refuse-connections must not be negative") }
+        guard unregisteredAfterS >= 0 else { throw ValidationError("--unregistered-after-s must not be negative") }
+        guard (0...65535).contains(gatewayPort), (0...65535).contains(feedbackPort) else { throw ValidationError("ports are 0...65535") }
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
+    }
+
+    func simulatorConfiguration() throws(CLIError) -> SimulatorConfiguration {
+        var c = SimulatorConfiguration(certificatePath: cert, privateKeyPath: key, caPath: ca)
+        c.host = host
+        c.gatewayPort = gatewayPort
+        c.feedbackPort = feedbackPort
+        c.recordPath = record
+        c.shutdownEvery = shutdownEvery
+        c.closeEvery = closeEvery
+        c.processingErrorRate = processingErrorRate
+        c.seed = seed
+        c.readDelayMilliseconds = readDelayMs
+        c.refuseConnections = refuseConnections
+        c.unregisteredAfterSeconds = unregisteredAfterS
+        do {
+            if let feedback { c.feedback = try FeedbackEntry.parseFile(try readTextFile(feedback, option: "--feedback")) }
+            if let invalidTokens { c.invalidTokens = try parseTokenList(try readTextFile(invalidTokens, option: "--invalid-tokens")) }
+        } catch let error as CLIError {
+            throw error
+        } catch {
+            throw CLIError.usage("\(error)")
+        }
+        return c
+    }
+
+    func run() async throws {
+        let level = Logger.Level(rawValue: logLevel)!
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "pushworker.simulate")
+        let simulator: GatewaySimulator
+        do {
+            simulator = try GatewaySimulator(configuration: try simulatorConfiguration(), logger: logger) { addresses in
+                printLine(addresses.json)
+            }
+        } catch let error as CLIError {
+            throw error
+        } catch {
+            throw CLIError.usage("\(error)")
+        }
+        let group = ServiceGroup(configuration: .init(
+            services: [.init(service: simulator, successTerminationBehavior: .gracefullyShutdownGroup)],
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            throw CLIError.failure("simulator stopped: \(error)")
+        }
+        printLine("{\"summary\": \(simulator.summary.json)}")
+    }
+}
+
+/// Prints a line to standard output at once (scripts wait for it).
+func printLine(_ line: String) {
+    print(line)
+    fflush(nil)
+}
+
+/// Reads a text file named by a command-line option; a missing or unreadable file is a usage error naming it.
+func readTextFile(_ path: String, option: String) throws(CLIError) -> String {
+    var reader: LineReader
+    do {
+        reader = try LineReader(path: path)
+    } catch {
+        throw CLIError.usage("\(option): \(error)")
+    }
+    defer { reader.close() }
+    var lines: [String] = []
+    while let line = try reader.next() { lines.append(String(decoding: line, as: UTF8.self)) }
+    return lines.joined(separator: "\n")
+}
