@@ -110,4 +110,19 @@ if ProcessInfo.processInfo.environment["PUSHWORKER_BENCHMARKS"] == "1" {
             swiftSettings: [.swiftLanguageMode(.v6)],
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ))
+    package.targets.append(
+        .executableTarget(
+            name: "SimulatorBenchmarks",
+            dependencies: [
+                "PushCore",
+                "PushSimulator",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            path: "Benchmarks/SimulatorBenchmarks",
+            swiftSettings: [.swiftLanguageMode(.v6)],
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ))
 }
