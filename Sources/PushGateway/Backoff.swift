@@ -1,0 +1,80 @@
+import PushCore
+
+/// Exponential backoff with full jitter: after the n-th consecutive failure the next attempt waits a random time
+/// in [0, min(max, initial × 2^(n-1))]. It resets once a connection has stayed healthy for `resetAfter`.
+struct Backoff<Instant: InstantProtocol> where Instant.Duration == Duration {
+    let initial: Duration
+    let maximum: Duration
+    let resetAfter: Duration
+    private(set) var consecutiveFailures = 0
+    private var healthySince: Instant?
+    private var random: SplitMix64
+
+    init(initial: Duration, maximum: Duration, resetAfter: Duration, seed: UInt64) {
+        self.initial = initial
+        self.maximum = maximum
+        self.resetAfter = resetAfter
+        self.random = SplitMix64(seed: seed)
+    }
+
+    /// The ceiling of the next delay: min(max, initial × 2^(failures-1)); zero when nothing failed.
+    var ceiling: Duration {
+        guard consecutiveFailures > 0 else { return .zero }
+        let doublings = min(consecutiveFailures - 1, 40)
+        let scaled = initial * Double(sign: .plus, exponent: doublings, significand: 1)
+        return min(maximum, scaled)
+    }
+
+    /// Records a failure (status 10, refused connection, failed handshake) and returns how long to wait.
+    mutating func failed() -> Duration {
+        consecutiveFailures += 1
+        healthySince = nil
+        let ceiling = self.ceiling
+        return ceiling * random.nextUnitInterval()
+    }
+
+    /// A connection is up; if it is still healthy `resetAfter` later, the failures are forgotten.
+    mutating func connected(at now: Instant) {
+        if healthySince == nil { healthySince = now }
+    }
+
+    /// Called as time passes while a connection is healthy.
+    mutating func stillHealthy(at now: Instant) {
+        if let since = healthySince, since.advanced(by: resetAfter) <= now {
+            consecutiveFailures = 0
+        }
+    }
+}
+
+/// A token bucket over new connections: at most `perMinute` a minute on average, `burst` at once.
+struct ConnectRateLimiter<Instant: InstantProtocol> where Instant.Duration == Duration {
+    let perMinute: Int
+    let burst: Int
+    private var tokens: Double
+    private var updatedAt: Instant
+
+    init(perMinute: Int, burst: Int, now: Instant) {
+        self.perMinute = perMinute
+        self.burst = max(1, burst)
+        self.tokens = Double(self.burst)
+        self.updatedAt = now
+    }
+
+    private mutating func refill(_ now: Instant) {
+        let elapsed = updatedAt.duration(to: now)
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+        tokens = min(Double(burst), tokens + seconds * Double(perMinute) / 60)
+        updatedAt = now
+    }
+
+    /// Takes a token if one is there (returns zero), or says how long until one is.
+    mutating func acquire(now: Instant) -> Duration {
+        refill(now)
+        if tokens >= 1 {
+            tokens -= 1
+            return .zero
+        }
+        let missing = 1 - tokens
+        return .seconds(missing * 60 / Double(perMinute))
+    }
+}

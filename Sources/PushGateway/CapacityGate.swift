@@ -1,0 +1,70 @@
+import DequeModule
+import Synchronization
+
+/// Bounds what the engine holds: `submit` takes permits (waiting, in order, while there are too few) and every
+/// settled delivery gives one back. Nothing is dropped and nothing grows without bound.
+final class CapacityGate: Sendable {
+    private struct State {
+        var available: Int
+        var waiters = Deque<(count: Int, continuation: CheckedContinuation<Void, any Error>, id: UInt64)>()
+        var nextID: UInt64 = 0
+        var peakHeld = 0
+    }
+
+    let capacity: Int
+    private let state: Mutex<State>
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        state = Mutex(State(available: capacity))
+    }
+
+    /// Waits until `count` permits are free and takes them. A request larger than the capacity takes all of it.
+    func acquire(_ count: Int) async throws {
+        let count = min(count, capacity)
+        let id = state.withLock { s -> UInt64 in
+            s.nextID += 1
+            return s.nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let ready = state.withLock { s -> Bool in
+                    if s.waiters.isEmpty && s.available >= count {
+                        s.available -= count
+                        s.peakHeld = max(s.peakHeld, capacity - s.available)
+                        return true
+                    }
+                    s.waiters.append((count, continuation, id))
+                    return false
+                }
+                if ready { continuation.resume() }
+            }
+        } onCancel: {
+            let cancelled = state.withLock { s -> CheckedContinuation<Void, any Error>? in
+                guard let index = s.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                return s.waiters.remove(at: index).continuation
+            }
+            cancelled?.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Gives permits back and wakes the waiters that now fit, in order.
+    func release(_ count: Int) {
+        guard count > 0 else { return }
+        let ready = state.withLock { s -> [CheckedContinuation<Void, any Error>] in
+            s.available += count
+            var ready: [CheckedContinuation<Void, any Error>] = []
+            while let first = s.waiters.first, first.count <= s.available {
+                s.available -= first.count
+                s.peakHeld = max(s.peakHeld, capacity - s.available)
+                ready.append(s.waiters.removeFirst().continuation)
+            }
+            return ready
+        }
+        for continuation in ready { continuation.resume() }
+    }
+
+    var held: Int { state.withLock { capacity - $0.available } }
+    var peakHeld: Int { state.withLock { $0.peakHeld } }
+    var waiting: Int { state.withLock { $0.waiters.count } }
+}

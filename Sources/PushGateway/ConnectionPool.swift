@@ -1,0 +1,313 @@
+import DequeModule
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import PushCore
+import Synchronization
+
+/// Something that happened to a pool's connections, kept (the last 10,000) for status, logs and tests.
+public struct PoolEvent: Sendable, Hashable {
+    public enum Kind: Sendable, Hashable {
+        /// A connection attempt starts.
+        case attempt
+        case ready
+        /// A connection ended; `backoff` is how long the pool waits before the next attempt for that slot.
+        case ended(reason: String, backoff: Duration)
+    }
+
+    public var slot: Int
+    public var kind: Kind
+    public var at: ContinuousClock.Instant
+}
+
+/// What a pool looks like now.
+public struct PoolStatus: Sendable {
+    public var readyConnections: Int
+    public var pending: Int
+    public var connectionAttempts: Int
+    public var lastError: String?
+    public var consecutiveFailures: Int
+    public var events: [PoolEvent]
+}
+
+/// The connections to one gateway for one (app, environment): N long-lived connections pulling from one queue in
+/// which resends stand before new notifications. New connections back off exponentially with full jitter after
+/// status 10, refusals and failed handshakes, and never open faster than the rate cap allows.
+final class ConnectionPool: Sendable {
+    private enum Slot {
+        case idle
+        /// Waiting out backoff or the rate cap.
+        case scheduled(Scheduled<Void>)
+        /// Connecting or in the TLS handshake (bounded by the connect timeout).
+        case connecting
+        case ready(NIOLoopBound<GatewayConnectionHandler>)
+        /// Stopped for good.
+        case finished
+
+        var isFinished: Bool {
+            if case .finished = self { return true }
+            return false
+        }
+    }
+
+    private struct State {
+        var pending = Deque<Delivery>()
+        var slots: [Slot]
+        /// Slots whose handler found the queue empty and waits to be told of new work.
+        var waiting: Set<Int> = []
+        var backoff: Backoff<ContinuousClock.Instant>
+        var limiter: ConnectRateLimiter<ContinuousClock.Instant>
+        var stopped = false
+        var lastError: String?
+        var attempts = 0
+        var events = Deque<PoolEvent>()
+        var stopWaiter: CheckedContinuation<Void, Never>?
+
+    mutating func takeWaiting() -> [NIOLoopBound<GatewayConnectionHandler>] {
+        guard !waiting.isEmpty else { return [] }
+        var handlers: [NIOLoopBound<GatewayConnectionHandler>] = []
+        for slot in waiting {
+            if case .ready(let handler) = slots[slot] { handlers.append(handler) }
+        }
+        waiting.removeAll()
+        return handlers
+    }
+
+        mutating func log(_ slot: Int, _ kind: PoolEvent.Kind, _ at: ContinuousClock.Instant) {
+            events.append(PoolEvent(slot: slot, kind: kind, at: at))
+            if events.count > 10_000 { events.removeFirst() }
+        }
+    }
+
+    let endpoint: AppEndpoint
+    let configuration: DeliveryConfiguration
+    let logger: Logger
+    private let tls: NIOSSLContext
+    private let group: any EventLoopGroup
+    private let onOutcomes: @Sendable ([DeliveryOutcome]) -> Void
+    private let state: Mutex<State>
+    private let clock = ContinuousClock()
+
+    init(
+        endpoint: AppEndpoint, configuration: DeliveryConfiguration, group: any EventLoopGroup, logger: Logger,
+        onOutcomes: @escaping @Sendable ([DeliveryOutcome]) -> Void
+    ) throws {
+        self.endpoint = endpoint
+        self.configuration = configuration
+        self.group = group
+        self.logger = logger
+        self.onOutcomes = onOutcomes
+        self.tls = try endpoint.tlsContext()
+        let now = ContinuousClock().now
+        state = Mutex(State(
+            slots: Array(repeating: .idle, count: max(1, endpoint.connections)),
+            backoff: Backoff(
+                initial: configuration.reconnectInitial, maximum: configuration.reconnectMaximum,
+                resetAfter: configuration.reconnectResetAfter,
+                seed: configuration.jitterSeed ^ UInt64(truncatingIfNeeded: endpoint.key.hashValue)),
+            limiter: ConnectRateLimiter(
+                perMinute: configuration.maxNewConnectionsPerMinute, burst: configuration.connectBurst, now: now)))
+    }
+
+    func start() {
+        let count = state.withLock { $0.slots.count }
+        for slot in 0..<count { scheduleConnect(slot: slot, after: .zero) }
+    }
+
+    // MARK: Work
+
+    /// Queues new deliveries and wakes connections that wait for work.
+    func submit(_ deliveries: [Delivery]) {
+        let wake = state.withLock { s -> [NIOLoopBound<GatewayConnectionHandler>] in
+            s.pending.append(contentsOf: deliveries)
+            return s.takeWaiting()
+        }
+        for handler in wake { handler.eventLoop.execute { handler.value.pump() } }
+    }
+
+    /// Up to `max` deliveries for `slot` to send; when there are none, the slot is woken by the next submit.
+    func take(max: Int, slot: Int) -> [Delivery] {
+        state.withLock { s in
+            if s.pending.isEmpty {
+                s.waiting.insert(slot)
+                return []
+            }
+            let count = Swift.min(max, s.pending.count)
+            let batch = Array(s.pending.prefix(count))
+            s.pending.removeFirst(count)
+            return batch
+        }
+    }
+
+    /// Settles what an error response or a close decided: outcomes out, resends to the front of the queue.
+    func settle(_ settlement: ConnectionStateMachine<ContinuousClock.Instant>.Settlement) {
+        var wake: [NIOLoopBound<GatewayConnectionHandler>] = []
+        if !settlement.resend.isEmpty {
+            wake = state.withLock { s in
+                s.pending.insert(contentsOf: settlement.resend, at: 0)
+                return s.takeWaiting()
+            }
+        }
+        report(settlement.outcomes)
+        for handler in wake { handler.eventLoop.execute { handler.value.pump() } }
+    }
+
+    func report(_ outcomes: [DeliveryOutcome]) {
+        if !outcomes.isEmpty { onOutcomes(outcomes) }
+    }
+
+    // MARK: Connections
+
+    func connectionReady(slot: Int, handler: NIOLoopBound<GatewayConnectionHandler>) {
+        let now = clock.now
+        let stopped = state.withLock { s -> Bool in
+            s.slots[slot] = .ready(handler)
+            s.backoff.connected(at: now)
+            s.log(slot, .ready, now)
+            return s.stopped
+        }
+        if stopped { handler.value.stop() }
+    }
+
+    func stillHealthy(at now: ContinuousClock.Instant) {
+        state.withLock { $0.backoff.stillHealthy(at: now) }
+    }
+
+    func connectionEnded(slot: Int, reason: ConnectionEnd, settlement: ConnectionStateMachine<ContinuousClock.Instant>.Settlement) {
+        let now = clock.now
+        let (delay, stopped) = state.withLock { s -> (Duration, Bool) in
+            s.slots[slot] = .idle
+            s.waiting.remove(slot)
+            var delay = Duration.zero
+            switch reason {
+            case .failedBeforeReady(let why):
+                s.lastError = why
+                delay = s.backoff.failed()
+            case .errorResponse(let status) where status == .shutdown:
+                delay = s.backoff.failed()
+            case .dropped(let carried) where !carried:
+                delay = s.backoff.failed()
+            case .errorResponse, .dropped, .idleRenewal, .stopped:
+                break
+            }
+            s.log(slot, .ended(reason: "\(reason)", backoff: delay), now)
+            if s.stopped { s.slots[slot] = .finished }
+            return (delay, s.stopped)
+        }
+        if case .failedBeforeReady(let why) = reason {
+            logger.warning("gateway connection failed", metadata: [
+                "app": "\(endpoint.key)", "gateway": "\(endpoint.gatewayHost):\(endpoint.gatewayPort)", "error": "\(why)",
+                "retry_in_ms": "\(delay.nanoseconds / 1_000_000)",
+            ])
+        }
+        settle(settlement)
+        if stopped {
+            resumeStopWaiterIfDone()
+        } else {
+            scheduleConnect(slot: slot, after: delay)
+        }
+    }
+
+    private func scheduleConnect(slot: Int, after backoff: Duration) {
+        let now = clock.now
+        let loop = group.next()
+        state.withLock { s in
+            guard !s.stopped else {
+                s.slots[slot] = .finished
+                return
+            }
+            // The rate cap holds whatever the backoff says.
+            let delay = backoff + s.limiter.acquire(now: now.advanced(by: backoff))
+            let task = loop.scheduleTask(in: .nanoseconds(max(0, delay.nanoseconds))) { self.open(slot: slot) }
+            s.slots[slot] = .scheduled(task)
+        }
+        resumeStopWaiterIfDone()
+    }
+
+    private func open(slot: Int) {
+        let now = clock.now
+        let proceed = state.withLock { s -> Bool in
+            guard !s.stopped else {
+                s.slots[slot] = .finished
+                return false
+            }
+            s.slots[slot] = .connecting
+            s.attempts += 1
+            s.log(slot, .attempt, now)
+            return true
+        }
+        guard proceed else {
+            resumeStopWaiterIfDone()
+            return
+        }
+        let host = endpoint.gatewayHost
+        let serverName = (try? SocketAddress(ipAddress: host, port: 0)) == nil ? host : nil
+        let tls = self.tls
+        ClientBootstrap(group: group)
+            .connectTimeout(.nanoseconds(configuration.connectTimeout.nanoseconds))
+            .channelOption(.socketOption(.so_keepalive), value: 1)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName))
+                    try sync.addHandler(ByteToMessageHandler(ErrorResponseDecoder()))
+                    try sync.addHandler(GatewayConnectionHandler(pool: self, slot: slot))
+                }
+            }
+            .connect(host: host, port: endpoint.gatewayPort)
+            .whenFailure { error in
+                self.connectionEnded(slot: slot, reason: .failedBeforeReady(String(describing: error)), settlement: .init())
+            }
+    }
+
+    // MARK: Stopping
+
+    /// Stops opening connections, closes the open ones, and returns what was never settled (pending and in flight),
+    /// in order, for the caller to leave uncommitted.
+    func stop() async -> [Delivery] {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let ready = state.withLock { s -> [NIOLoopBound<GatewayConnectionHandler>] in
+                s.stopped = true
+                s.stopWaiter = continuation
+                var ready: [NIOLoopBound<GatewayConnectionHandler>] = []
+                for slot in s.slots.indices {
+                    switch s.slots[slot] {
+                    case .ready(let handler): ready.append(handler)
+                    case .scheduled(let task):
+                        task.cancel()
+                        s.slots[slot] = .finished
+                    case .idle: s.slots[slot] = .finished
+                    case .connecting, .finished: break
+                    }
+                }
+                return ready
+            }
+            for handler in ready { handler.eventLoop.execute { handler.value.stop() } }
+            resumeStopWaiterIfDone()
+        }
+        return state.withLock { s in
+            defer { s.pending.removeAll() }
+            return Array(s.pending)
+        }
+    }
+
+    private func resumeStopWaiterIfDone() {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            guard s.stopped, s.slots.allSatisfy(\.isFinished), let w = s.stopWaiter else { return nil }
+            s.stopWaiter = nil
+            return w
+        }
+        waiter?.resume()
+    }
+
+    var status: PoolStatus {
+        state.withLock { s in
+            PoolStatus(
+                readyConnections: s.slots.filter { if case .ready = $0 { true } else { false } }.count,
+                pending: s.pending.count, connectionAttempts: s.attempts, lastError: s.lastError,
+                consecutiveFailures: s.backoff.consecutiveFailures, events: Array(s.events))
+        }
+    }
+}

@@ -1,0 +1,143 @@
+import DequeModule
+import PushCore
+
+/// The life of the notifications on one gateway connection (SPEC section 4), with no I/O and no clock of its own:
+/// callers pass `now`, so tests drive time by hand.
+///
+/// - Every notification written gets the connection's next identifier and joins the in-flight list, in send order.
+/// - It is accepted once the acceptance window has passed since it was written with no error response and no
+///   close, or as soon as an error response names a later notification.
+/// - Status 10 (shutdown): everything up to and including the named one is accepted; everything after is resent,
+///   uncounted.
+/// - Any other status: the named one fails with it (1, 255 and codes the table does not define are transient and
+///   retried until `maxAttempts`); everything after is resent, uncounted.
+/// - A close with no error response: everything not yet accepted is resent, counted as a transient failure.
+/// - Expiration is checked before every send, resends included.
+struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration == Duration {
+    struct Entry {
+        var identifier: UInt32
+        var delivery: Delivery
+        var sentAt: Instant
+    }
+
+    /// What an error response or a close means for the notifications in flight.
+    struct Settlement {
+        var outcomes: [DeliveryOutcome] = []
+        /// To send again, before anything new, in this order.
+        var resend: [Delivery] = []
+        /// An error response named a notification this connection no longer holds (already accepted by the window,
+        /// or never sent): nothing can be done for it but say so.
+        var unmatchedIdentifier: UInt32?
+    }
+
+    enum SendDecision {
+        case send(identifier: UInt32)
+        case expired(DeliveryOutcome)
+    }
+
+    let acceptanceWindow: Duration
+    let maxAttempts: Int
+    private(set) var inFlight = Deque<Entry>()
+    private var nextIdentifier: UInt32 = 1
+    /// False once an error response arrived or the connection closed: nothing more may be sent on it.
+    private(set) var isOpen = true
+
+    init(acceptanceWindow: Duration, maxAttempts: Int) {
+        self.acceptanceWindow = acceptanceWindow
+        self.maxAttempts = maxAttempts
+    }
+
+    /// Decides whether `delivery` goes out now; when it does, it is in flight from `now` with the identifier given.
+    mutating func send(_ delivery: Delivery, now: Instant, unixNow: Int64) -> SendDecision {
+        precondition(isOpen, "nothing may be sent on a connection after an error response or a close")
+        if Expiration.hasPassed(delivery.expiration, now: unixNow) {
+            return .expired(.failed(
+                delivery, .expired, status: nil,
+                "expiration \(RFC3339.format(unixSeconds: Int64(delivery.expiration))) passed before it could be sent"))
+        }
+        var delivery = delivery
+        delivery.sends += 1
+        let identifier = nextIdentifier
+        nextIdentifier &+= 1
+        if nextIdentifier == 0 { nextIdentifier = 1 }
+        inFlight.append(Entry(identifier: identifier, delivery: delivery, sentAt: now))
+        return .send(identifier: identifier)
+    }
+
+    /// The notifications whose acceptance window has passed, oldest first.
+    mutating func acceptDue(now: Instant) -> [DeliveryOutcome] {
+        var accepted: [DeliveryOutcome] = []
+        while let first = inFlight.first, first.sentAt.advanced(by: acceptanceWindow) <= now {
+            accepted.append(.accepted(first.delivery))
+            inFlight.removeFirst()
+        }
+        return accepted
+    }
+
+    /// An error response: settles everything in flight. The connection is not used again.
+    mutating func receive(_ response: ErrorResponse) -> Settlement {
+        isOpen = false
+        var settlement = Settlement()
+        guard let index = inFlight.firstIndex(where: { $0.identifier == response.identifier }) else {
+            // Nothing in flight is the one named: all of it was sent after it (or the gateway named nothing we
+            // hold); none of it failed.
+            settlement.unmatchedIdentifier = response.identifier
+            settlement.resend = inFlight.map(\.delivery)
+            inFlight.removeAll()
+            return settlement
+        }
+        let before = inFlight[..<index]
+        let named = inFlight[index]
+        let after = inFlight[(index + 1)...]
+        settlement.outcomes = before.map { .accepted($0.delivery) }
+        if response.status == .shutdown {
+            settlement.outcomes.append(.accepted(named.delivery))
+        } else if response.status.isTransient {
+            var delivery = named.delivery
+            delivery.transientFailures += 1
+            if delivery.transientFailures >= maxAttempts {
+                settlement.outcomes.append(.failed(
+                    delivery, .retriesExhausted, status: response.status,
+                    "the gateway answered \(response.status) \(delivery.transientFailures) times"))
+            } else {
+                settlement.resend.append(delivery)
+            }
+        } else {
+            settlement.outcomes.append(.failed(
+                named.delivery, response.status.deliveryErrorReason ?? .unknown, status: response.status,
+                "the gateway answered \(response.status)"))
+        }
+        settlement.resend += after.map(\.delivery)
+        inFlight.removeAll()
+        return settlement
+    }
+
+    /// The connection closed or broke with no error response: what was not accepted is resent, counted.
+    mutating func closed() -> Settlement {
+        isOpen = false
+        var settlement = Settlement()
+        for entry in inFlight {
+            var delivery = entry.delivery
+            delivery.transientFailures += 1
+            if delivery.transientFailures >= maxAttempts {
+                settlement.outcomes.append(.failed(
+                    delivery, .retriesExhausted, status: nil,
+                    "the connection broke with it in flight \(delivery.transientFailures) times"))
+            } else {
+                settlement.resend.append(delivery)
+            }
+        }
+        inFlight.removeAll()
+        return settlement
+    }
+
+    /// The engine is stopping: everything in flight goes back unsettled and uncounted, to be delivered after a
+    /// restart (its Kafka offsets are not committed).
+    mutating func abandon() -> Settlement {
+        isOpen = false
+        var settlement = Settlement()
+        settlement.resend = inFlight.map(\.delivery)
+        inFlight.removeAll()
+        return settlement
+    }
+}

@@ -1,0 +1,126 @@
+import Logging
+import NIOCore
+import NIOPosix
+import PushCore
+import Synchronization
+
+/// Turns deliveries into terminal outcomes against the binary gateway (SPEC section 4).
+///
+/// One ``ConnectionPool`` per (app, environment). ``submit(_:to:)`` waits while `maxInFlight` deliveries are held
+/// (backpressure: nothing is dropped, nothing grows without bound). Every submitted delivery ends in exactly one
+/// outcome passed to `onOutcomes` (from event-loop threads, in batches; keep the handler quick), unless the engine
+/// is stopped first, in which case ``stop()`` hands it back unsettled.
+public final class DeliveryEngine: Sendable {
+    public let configuration: DeliveryConfiguration
+    private let pools: [AppKey: ConnectionPool]
+    private let gate: CapacityGate
+    private let idle: IdleSignal
+
+    public init(
+        endpoints: [AppEndpoint], configuration: DeliveryConfiguration,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "pushworker.gateway"),
+        onOutcomes: @escaping @Sendable ([DeliveryOutcome]) -> Void
+    ) throws {
+        self.configuration = configuration
+        let gate = CapacityGate(capacity: configuration.maxInFlight)
+        let idle = IdleSignal()
+        self.gate = gate
+        self.idle = idle
+        var pools: [AppKey: ConnectionPool] = [:]
+        for endpoint in endpoints {
+            pools[endpoint.key] = try ConnectionPool(
+                endpoint: endpoint, configuration: configuration, group: group, logger: logger
+            ) { outcomes in
+                onOutcomes(outcomes)
+                gate.release(outcomes.count)
+                if gate.held == 0 { idle.signal() }
+            }
+        }
+        self.pools = pools
+    }
+
+    /// Opens every pool's connections.
+    public func start() {
+        for pool in pools.values { pool.start() }
+    }
+
+    /// The apps this engine can deliver to.
+    public var apps: [AppKey] { Array(pools.keys) }
+
+    /// Hands deliveries to the pool for `app`, waiting while the engine holds `maxInFlight` of them.
+    /// The app must be one the engine was made with.
+    public func submit(_ deliveries: [Delivery], to app: AppKey) async throws {
+        guard let pool = pools[app] else { preconditionFailure("no pool for \(app)") }
+        var rest = deliveries[...]
+        while !rest.isEmpty {
+            let chunk = rest.prefix(max(1, min(rest.count, gate.capacity / 4)))
+            try await gate.acquire(chunk.count)
+            pool.submit(Array(chunk))
+            rest = rest.dropFirst(chunk.count)
+        }
+    }
+
+    /// Waits until every submitted delivery has its outcome, or until `timeout` has passed. Returns whether
+    /// everything was settled.
+    public func drain(timeout: Duration) async -> Bool {
+        if gate.held == 0 { return true }
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask { [idle, gate] in
+                await idle.wait { gate.held == 0 }
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return false
+            }
+            let first = await group.next()!
+            group.cancelAll()
+            return first
+        }
+    }
+
+    /// Closes every connection and returns the deliveries that got no outcome (pending or in flight), to be left
+    /// uncommitted: they are delivered after a restart.
+    public func stop() async -> [Delivery] {
+        var unsettled: [Delivery] = []
+        for pool in pools.values { unsettled += await pool.stop() }
+        gate.release(unsettled.count)
+        idle.signal()
+        return unsettled
+    }
+
+    /// Deliveries submitted and not yet settled.
+    public var held: Int { gate.held }
+    /// The most ever held at once (never above `maxInFlight`).
+    public var peakHeld: Int { gate.peakHeld }
+
+    public func status(of app: AppKey) -> PoolStatus? { pools[app]?.status }
+}
+
+/// Wakes waiters when a condition may have become true.
+final class IdleSignal: Sendable {
+    private let waiters = Mutex<[CheckedContinuation<Void, Never>]>([])
+
+    func signal() {
+        let ready = waiters.withLock { w in
+            defer { w = [] }
+            return w
+        }
+        for continuation in ready { continuation.resume() }
+    }
+
+    /// Returns once `condition` holds, checking it again after every signal.
+    func wait(until condition: @Sendable () -> Bool) async {
+        while !condition() && !Task.isCancelled {
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    waiters.withLock { $0.append(continuation) }
+                    if condition() { signal() }
+                }
+            } onCancel: {
+                signal()
+            }
+        }
+    }
+}

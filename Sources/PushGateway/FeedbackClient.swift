@@ -1,0 +1,81 @@
+import NIOCore
+import NIOPosix
+import NIOSSL
+import PushCore
+
+/// What one visit to the feedback service returned.
+public struct FeedbackReport: Sendable {
+    public var tuples: [FeedbackTuple]
+    /// Garbage or a partial trailing tuple, reported rather than fatal: the tuples before it stand.
+    public var problem: String?
+}
+
+/// Connects to the feedback service with the app's certificate and reads tuples until the service closes.
+public struct FeedbackClient: Sendable {
+    public let endpoint: AppEndpoint
+    private let tls: NIOSSLContext
+    private let group: any EventLoopGroup
+    public var timeout: Duration = .seconds(60)
+
+    public init(endpoint: AppEndpoint, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
+        self.endpoint = endpoint
+        self.tls = try endpoint.tlsContext()
+        self.group = group
+    }
+
+    public func fetch() async throws -> FeedbackReport {
+        let host = endpoint.feedbackHost
+        let serverName = (try? SocketAddress(ipAddress: host, port: 0)) == nil ? host : nil
+        let tls = self.tls
+        let channel = try await ClientBootstrap(group: group)
+            .connectTimeout(.seconds(10))
+            .connect(host: host, port: endpoint.feedbackPort) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName))
+                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                }
+            }
+        let timeout = self.timeout
+        return try await channel.executeThenClose { inbound, _ in
+            try await withThrowingTaskGroup(of: FeedbackReport?.self) { group in
+                group.addTask {
+                    var buffer = ByteBuffer()
+                    var report = FeedbackReport(tuples: [], problem: nil)
+                    do {
+                        for try await var chunk in inbound {
+                            buffer.writeBuffer(&chunk)
+                            try FeedbackClient.drain(&buffer, into: &report)
+                        }
+                    } catch let error as WireDecodingError {
+                        report.problem = error.description
+                        return report
+                    } catch let error as NIOSSLError where error == .uncleanShutdown {
+                        report.problem = "the feedback service closed the connection without a TLS close_notify"
+                    }
+                    if let trailing = FeedbackTuple.trailingBytesError(buffer) { report.problem = trailing.description }
+                    return report
+                }
+                group.addTask {
+                    try await Task.sleep(for: timeout)
+                    return nil
+                }
+                guard let report = try await group.next()! else {
+                    group.cancelAll()
+                    throw FeedbackError("the feedback service sent no end of stream within \(timeout)")
+                }
+                group.cancelAll()
+                return report
+            }
+        }
+    }
+
+    private static func drain(_ buffer: inout ByteBuffer, into report: inout FeedbackReport) throws(WireDecodingError) {
+        while let tuple = try FeedbackTuple.decode(from: &buffer) { report.tuples.append(tuple) }
+        buffer.discardReadBytes()
+    }
+}
+
+public struct FeedbackError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}

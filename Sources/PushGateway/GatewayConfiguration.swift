@@ -1,0 +1,104 @@
+import NIOSSL
+import PushCore
+
+/// How the engine delivers (SPEC section 7, `delivery`), shared by every pool.
+public struct DeliveryConfiguration: Sendable {
+    /// A notification counts as accepted this long after it was written with no error response and no close.
+    public var acceptanceWindow: Duration = .seconds(1)
+    /// Notifications submitted and not yet settled, across all pools; `submit` waits while this many are held.
+    public var maxInFlight = 100_000
+    /// Transient failures (status 1, 255, a connection breaking) before `retries_exhausted`.
+    public var maxAttempts = 5
+    public var reconnectInitial: Duration = .milliseconds(500)
+    public var reconnectMaximum: Duration = .seconds(60)
+    public var reconnectResetAfter: Duration = .seconds(30)
+    /// New connections per gateway per minute, on average; `connectBurst` may open at once.
+    public var maxNewConnectionsPerMinute = 300
+    public var connectBurst = 20
+    /// A connection that has sent nothing for this long is renewed before it is used again: firewalls drop idle
+    /// TCP connections silently, and a write into one would count as accepted while going nowhere.
+    public var idleRenewal: Duration = .seconds(300)
+    public var connectTimeout: Duration = .seconds(10)
+    /// Seed of the backoff jitter (tests fix it; by default it differs per process).
+    public var jitterSeed = UInt64.random(in: 0...UInt64.max)
+
+    public init() {}
+}
+
+/// One (app, environment): where its gateway and feedback service are and how to authenticate to them.
+public struct AppEndpoint: Sendable, Hashable {
+    public var app: String
+    public var environment: APNsEnvironment
+    public var gatewayHost: String
+    public var gatewayPort: Int
+    public var feedbackHost: String
+    public var feedbackPort: Int
+    public var connections: Int
+    public var format: NotificationFormat
+    public var certificatePath: String
+    public var privateKeyPath: String
+    /// The key's passphrase, when it is encrypted.
+    public var privateKeyPassphrase: String?
+    /// CA file to verify the gateway with; nil uses the system trust store.
+    public var caPath: String?
+
+    public init(
+        app: String, environment: APNsEnvironment, gatewayHost: String, gatewayPort: Int, feedbackHost: String,
+        feedbackPort: Int, connections: Int, format: NotificationFormat, certificatePath: String,
+        privateKeyPath: String, privateKeyPassphrase: String? = nil, caPath: String? = nil
+    ) {
+        self.app = app
+        self.environment = environment
+        self.gatewayHost = gatewayHost
+        self.gatewayPort = gatewayPort
+        self.feedbackHost = feedbackHost
+        self.feedbackPort = feedbackPort
+        self.connections = connections
+        self.format = format
+        self.certificatePath = certificatePath
+        self.privateKeyPath = privateKeyPath
+        self.privateKeyPassphrase = privateKeyPassphrase
+        self.caPath = caPath
+    }
+
+    public var key: AppKey { AppKey(app: app, environment: environment) }
+
+    /// Apple's hosts for an environment.
+    public static func defaultGateway(_ environment: APNsEnvironment) -> (String, Int) {
+        environment == .production ? ("gateway.push.apple.com", 2195) : ("gateway.sandbox.push.apple.com", 2195)
+    }
+
+    public static func defaultFeedback(_ environment: APNsEnvironment) -> (String, Int) {
+        environment == .production ? ("feedback.push.apple.com", 2196) : ("feedback.sandbox.push.apple.com", 2196)
+    }
+
+    /// The client TLS context: the app's certificate and key, the gateway verified against the CA or the system.
+    func tlsContext() throws -> NIOSSLContext {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        tls.certificateChain = try NIOSSLCertificate.fromPEMFile(certificatePath).map { .certificate($0) }
+        if let passphrase = privateKeyPassphrase {
+            tls.privateKey = .privateKey(try NIOSSLPrivateKey(file: privateKeyPath, format: .pem) { setter in
+                setter(Array(passphrase.utf8))
+            })
+        } else {
+            tls.privateKey = .privateKey(try NIOSSLPrivateKey(file: privateKeyPath, format: .pem))
+        }
+        tls.trustRoots = caPath.map { .file($0) } ?? .default
+        tls.certificateVerification = .fullVerification
+        return try NIOSSLContext(configuration: tls)
+    }
+}
+
+/// Selects a pool: the app's bundle id and environment.
+public struct AppKey: Hashable, Sendable, CustomStringConvertible {
+    public var app: String
+    public var environment: APNsEnvironment
+
+    public init(app: String, environment: APNsEnvironment) {
+        self.app = app
+        self.environment = environment
+    }
+
+    public var description: String { "\(app)/\(environment.rawValue)" }
+}

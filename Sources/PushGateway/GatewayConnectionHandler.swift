@@ -1,0 +1,191 @@
+import Logging
+import NIOCore
+import NIOSSL
+import NIOTLS
+import PushCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// UNIX seconds, from the wall clock.
+func unixSeconds() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return Int64(ts.tv_sec)
+}
+
+/// Why a gateway connection ended, which decides how soon the pool opens the next one.
+enum ConnectionEnd: Sendable, Equatable {
+    /// It never became usable: refused, reset, or the TLS handshake failed. Backs off.
+    case failedBeforeReady(String)
+    /// The gateway answered with an error response and closed. Status 10 backs off; others reconnect at once.
+    case errorResponse(GatewayStatus)
+    /// It closed or broke with no error response after carrying notifications; reconnects at once.
+    case dropped(carriedNotifications: Bool)
+    /// Renewed because it had been idle too long.
+    case idleRenewal
+    /// The engine is stopping.
+    case stopped
+}
+
+/// One gateway connection: a thin shell over ``ConnectionStateMachine`` that writes what the pool hands it, in
+/// batches of frames per flush and only while the channel is writable, reads error responses, and ticks the
+/// acceptance window.
+final class GatewayConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = ErrorResponse
+    typealias OutboundOut = ByteBuffer
+
+    static let batchSize = 256
+
+    private let pool: ConnectionPool
+    private let slot: Int
+    private let clock = ContinuousClock()
+    private var machine: ConnectionStateMachine<ContinuousClock.Instant>
+    private var context: ChannelHandlerContext?
+    private var ready = false
+    private var end: ConnectionEnd?
+    private var failure: String?
+    private var carried = false
+    private var lastActivity: ContinuousClock.Instant
+    private var timer: RepeatedTask?
+
+    init(pool: ConnectionPool, slot: Int) {
+        self.pool = pool
+        self.slot = slot
+        self.machine = ConnectionStateMachine(
+            acceptanceWindow: pool.configuration.acceptanceWindow, maxAttempts: pool.configuration.maxAttempts)
+        self.lastActivity = clock.now
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        // NIOSSL has no handshake timeout of its own: a gateway that accepts and then says nothing must not hold
+        // the slot for ever.
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: .nanoseconds(pool.configuration.connectTimeout.nanoseconds)) {
+            let handler = loopBound.value
+            guard !handler.ready, let context = handler.context else { return }
+            handler.failure = "the TLS handshake did not finish within \(handler.pool.configuration.connectTimeout)"
+            context.close(promise: nil)
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case TLSUserEvent.handshakeCompleted = event {
+            ready = true
+            lastActivity = clock.now
+            let window = pool.configuration.acceptanceWindow
+            let tick = TimeAmount.nanoseconds(Int64(max(5_000_000, min(100_000_000, window.nanoseconds / 8))))
+            let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            timer = context.eventLoop.scheduleRepeatedTask(initialDelay: tick, delay: tick) { _ in loopBound.value.tick() }
+            pool.connectionReady(slot: slot, handler: loopBound)
+            pump()
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let response = unwrapInboundIn(data)
+        guard machine.isOpen else { return }
+        end = .errorResponse(response.status)
+        let settlement = machine.receive(response)
+        if let unmatched = settlement.unmatchedIdentifier {
+            pool.logger.warning("error response names a notification no longer in flight", metadata: [
+                "app": "\(pool.endpoint.key)", "status": "\(response.status)", "identifier": "\(unmatched)",
+            ])
+        }
+        pool.settle(settlement)
+        context.close(promise: nil)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { pump() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if failure == nil { failure = String(describing: error) }
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        let reason: ConnectionEnd
+        if let end {
+            reason = end
+        } else if ready {
+            reason = .dropped(carriedNotifications: carried)
+        } else {
+            reason = .failedBeforeReady(failure ?? "the connection closed during the TLS handshake")
+        }
+        let settlement: ConnectionStateMachine<ContinuousClock.Instant>.Settlement
+        if !machine.isOpen {
+            settlement = .init()
+        } else if reason == .stopped {
+            settlement = machine.abandon()
+        } else {
+            settlement = machine.closed()
+        }
+        ready = false
+        pool.connectionEnded(slot: slot, reason: reason, settlement: settlement)
+        context.fireChannelInactive()
+    }
+
+    /// Closes the connection because the engine is stopping: what is in flight goes back unsettled.
+    func stop() {
+        guard let context else { return }
+        if end == nil { end = .stopped }
+        context.close(promise: nil)
+    }
+
+    /// Writes what the pool has, batch by batch, while the channel can take it.
+    func pump() {
+        guard ready, machine.isOpen, let context else { return }
+        let now = clock.now
+        if lastActivity.advanced(by: pool.configuration.idleRenewal) < now && machine.inFlight.isEmpty {
+            // Idle too long: a firewall may have dropped it silently. Renew it before use.
+            end = .idleRenewal
+            context.close(promise: nil)
+            return
+        }
+        while context.channel.isWritable {
+            let batch = pool.take(max: Self.batchSize, slot: slot)
+            if batch.isEmpty { break }
+            let unixNow = unixSeconds()
+            var buffer = context.channel.allocator.buffer(capacity: batch.count * (batch[0].frame.readableBytes + 16))
+            var expired: [DeliveryOutcome] = []
+            for delivery in batch {
+                switch machine.send(delivery, now: now, unixNow: unixNow) {
+                case .send(let identifier): delivery.write(identifier: identifier, into: &buffer)
+                case .expired(let outcome): expired.append(outcome)
+                }
+            }
+            if !expired.isEmpty { pool.report(expired) }
+            if buffer.readableBytes > 0 {
+                // One flush per batch: the TLS handler encrypts on flush, so writability tracks what is queued.
+                context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+                carried = true
+                lastActivity = now
+            }
+        }
+    }
+
+    private func tick() {
+        let now = clock.now
+        let accepted = machine.acceptDue(now: now)
+        if !accepted.isEmpty { pool.report(accepted) }
+        if ready { pool.stillHealthy(at: now) }
+    }
+}
+
+extension Duration {
+    var nanoseconds: Int64 {
+        components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
+    }
+}

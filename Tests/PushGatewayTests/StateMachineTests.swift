@@ -1,0 +1,292 @@
+import NIOCore
+import PushCore
+import Testing
+@testable import PushGateway
+
+/// A clock's instant that tests move by hand.
+struct ManualInstant: InstantProtocol {
+    var offset: Duration
+    func advanced(by duration: Duration) -> ManualInstant { ManualInstant(offset: offset + duration) }
+    func duration(to other: ManualInstant) -> Duration { other.offset - offset }
+    static func < (a: ManualInstant, b: ManualInstant) -> Bool { a.offset < b.offset }
+}
+
+let t0 = ManualInstant(offset: .zero)
+let now: Int64 = 1_800_000_000
+
+func delivery(_ ticket: UInt64, expiration: UInt32 = 0) -> Delivery {
+    Delivery(
+        ticket: ticket,
+        notification: PushNotification(
+            token: try! DeviceToken(bytes: [UInt8(ticket & 0xFF)]), payload: Array(#"{"aps":{}}"#.utf8),
+            identifier: 0, expiration: expiration, priority: .immediate),
+        format: .frame)
+}
+
+typealias Machine = ConnectionStateMachine<ManualInstant>
+
+/// Sends tickets 1...n at t0 and returns their identifiers.
+func sendAll(_ m: inout Machine, _ n: Int) -> [UInt32] {
+    (1...n).map { i in
+        guard case .send(let id) = m.send(delivery(UInt64(i)), now: t0, unixNow: now) else { fatalError("not sent") }
+        return id
+    }
+}
+
+@Suite struct ConnectionStateMachineTests {
+    @Test func identifiersIncreaseAndTheWindowAccepts() {
+        var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5)
+        #expect(sendAll(&m, 3) == [1, 2, 3])
+        #expect(m.acceptDue(now: t0.advanced(by: .milliseconds(999))).isEmpty)
+        let accepted = m.acceptDue(now: t0.advanced(by: .seconds(1)))
+        #expect(accepted.map(\.ticket) == [1, 2, 3])
+        #expect(accepted.allSatisfy { $0.result == .accepted && $0.attempts == 1 })
+        #expect(m.inFlight.isEmpty)
+    }
+
+    @Test func windowAcceptsInSendOrderOnly() {
+        var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5)
+        _ = m.send(delivery(1), now: t0, unixNow: now)
+        _ = m.send(delivery(2), now: t0.advanced(by: .milliseconds(500)), unixNow: now)
+        #expect(m.acceptDue(now: t0.advanced(by: .milliseconds(1200))).map(\.ticket) == [1])
+        #expect(m.acceptDue(now: t0.advanced(by: .milliseconds(1500))).map(\.ticket) == [2])
+    }
+
+    @Test func aFinalStatusFailsTheNamedOneAndResendsTheRestUncounted() {
+        var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5)
+        let ids = sendAll(&m, 5)
+        let s = m.receive(ErrorResponse(status: .invalidToken, identifier: ids[2]))
+        #expect(s.outcomes.map(\.ticket) == [1, 2, 3])
+        #expect(s.outcomes[0].result == .accepted && s.outcomes[1].result == .accepted)
+        #expect(s.outcomes[2].result == .failed(.invalidToken, status: .invalidToken, detail: "the gateway answered invalid_token(8)"))
+        #expect(s.outcomes[2].attempts == 1)
+        #expect(s.resend.map(\.ticket) == [4, 5])
+        #expect(s.resend.allSatisfy { $0.transientFailures == 0 && $0.sends == 1 })
+        #expect(!m.isOpen)
+        #expect(m.inFlight.isEmpty)
+    }
+
+    @Test(arguments: [GatewayStatus.missingDeviceToken, .missingTopic, .missingPayload, .invalidTokenSize, .invalidTopicSize, .invalidPayloadSize, .protocolError])
+    func everyFinalStatusHasItsReason(status: GatewayStatus) {
+        var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5)
+        let ids = sendAll(&m, 1)
+        let s = m.receive(ErrorResponse(status: status, identifier: ids[0]))
+        guard case .failed(let reason, let st, _) = s.outcomes.first?.result else {
+            Issue.record("no failure")
+            return
+        }
+        #expect(reason == status.deliveryErrorReason)
+        #expect(st == status)
+    }
+
+    @Test func shutdownAcceptsUpToAndIncludingTheNamedOne() {
+        var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5)
+        let ids = sendAll(&m, 4)
+        let s = m.receive(ErrorResponse(status: .shutdown, identifier: ids[1]))
+        #expect(s.outcomes.map(\.ticket) == [1, 2])
+        #expect(s.outcomes.allSatisfy { $0.result == .accepted })
+        #expect(s.resend.map(\.ticket) == [3, 4])
+        #expect(s.resend.allSatisfy { $0.transientFailures == 0 })
+    }
+
+    @Test(arguments: [GatewayStatus.processingError, .unknown, .unrecognized(9)])
+    func transientStatusesRetryUntilMaxAttempts(status: GatewayStatus) {
+        var d = delivery(7)
+        for attempt in 1...3 {
+            var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 3)
+            guard case .send(let id) = m.send(d, now: t0, unixNow: now) else { fatalError() }
+            _ = m.send(delivery(8), now: t0, unixNow: now)
+            let s = m.receive(ErrorResponse(status: status, identifier: id))
+            if attempt < 3 {
+                #expect(s.outcomes.isEmpty)
+                #expect(s.resend.map(\.ticket) == [7, 8])  // the retried one goes first
+                d = s.resend[0]
+                #expect(d.transientFailures == attempt)
+                #expect(s.resend[1].transientFailures == 0)
+            } else {
+                #expect(s.outcomes.count == 1)
+                #expect(s.outcomes[0].result == .failed(.retriesExhausted, status: status, detail: "the gateway answered \(status) 3 times"))
+                #expect(s.outcomes[0].attempts == 3)
+                #expect(s.resend.map(\.ticket) == [8])
+            }
+        }
+    }
+
+    @Test func aCloseWithoutErrorResponseResendsCounted() {
+        var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 2)
+        _ = sendAll(&m, 3)
+        #expect(m.acceptDue(now: t0).isEmpty)
+        let s = m.closed()
+        #expect(s.outcomes.isEmpty)
+        #expect(s.resend.map(\.ticket) == [1, 2, 3])
+        #expect(s.resend.allSatisfy { $0.transientFailures == 1 })
+        var again = Machine(acceptanceWindow: .seconds(1), maxAttempts: 2)
+        for d in s.resend { _ = again.send(d, now: t0, unixNow: now) }
+        let second = again.closed()
+        #expect(second.resend.isEmpty)
+        #expect(second.outcomes.map(\.ticket) == [1, 2, 3])
+        #expect(second.outcomes.allSatisfy { $0.attempts == 2 })
+        #expect(second.outcomes.allSatisfy {
+            if case .failed(.retriesExhausted, nil, _) = $0.result { true } else { false }
+        })
+    }
+
+    @Test func acceptedNotificationsAreNotResentOnClose() {
+        var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5)
+        _ = m.send(delivery(1), now: t0, unixNow: now)
+        _ = m.send(delivery(2), now: t0.advanced(by: .seconds(1)), unixNow: now)
+        #expect(m.acceptDue(now: t0.advanced(by: .seconds(1))).map(\.ticket) == [1])
+        #expect(m.closed().resend.map(\.ticket) == [2])
+    }
+
+    @Test func anUnknownIdentifierResendsEverythingUncounted() {
+        var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5)
+        _ = sendAll(&m, 2)
+        let s = m.receive(ErrorResponse(status: .invalidToken, identifier: 999))
+        #expect(s.unmatchedIdentifier == 999)
+        #expect(s.outcomes.isEmpty)
+        #expect(s.resend.map(\.ticket) == [1, 2])
+        #expect(s.resend.allSatisfy { $0.transientFailures == 0 })
+    }
+
+    @Test func expirationIsCheckedBeforeEverySend() {
+        var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5)
+        guard case .expired(let outcome) = m.send(delivery(1, expiration: UInt32(now - 1)), now: t0, unixNow: now) else {
+            Issue.record("sent an expired notification")
+            return
+        }
+        #expect(outcome.attempts == 0)
+        if case .failed(.expired, nil, _) = outcome.result {} else { Issue.record("wrong outcome \(outcome)") }
+        #expect(m.inFlight.isEmpty)
+        guard case .send = m.send(delivery(2, expiration: 0), now: t0, unixNow: now) else {
+            Issue.record("expiration 0 never expires")
+            return
+        }
+        guard case .send = m.send(delivery(3, expiration: UInt32(now)), now: t0, unixNow: now) else {
+            Issue.record("not expired yet at its second")
+            return
+        }
+        // A resend after the expiration passed is not sent either.
+        let resend = m.closed().resend
+        var next = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5)
+        guard case .expired = next.send(resend[1], now: t0, unixNow: now + 1) else {
+            Issue.record("resent an expired notification")
+            return
+        }
+    }
+
+    @Test func abandonHandsEverythingBackUncounted() {
+        var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5)
+        _ = sendAll(&m, 2)
+        let s = m.abandon()
+        #expect(s.resend.map(\.ticket) == [1, 2])
+        #expect(s.resend.allSatisfy { $0.transientFailures == 0 })
+        #expect(!m.isOpen)
+    }
+
+    @Test func framesCarryTheIdentifierTheyWereSentWith() {
+        var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5)
+        var buffer = ByteBufferAllocator().buffer(capacity: 64)
+        let d = delivery(1)
+        guard case .send(let id) = m.send(d, now: t0, unixNow: now) else { fatalError() }
+        d.write(identifier: 0xA1B2_C3D4, into: &buffer)
+        #expect(id == 1)
+        var read = buffer
+        guard case .notification(let n)? = NotificationDecoder.decode(from: &read) else {
+            Issue.record("not a frame")
+            return
+        }
+        #expect(n.identifier == 0xA1B2_C3D4)
+        for format in [NotificationFormat.enhanced, .simple] {
+            var b = ByteBufferAllocator().buffer(capacity: 64)
+            Delivery(ticket: 1, notification: PushNotification(token: try! DeviceToken(bytes: [1]), payload: Array("{}".utf8), identifier: 0, expiration: 5, priority: .immediate), format: format)
+                .write(identifier: 77, into: &b)
+            guard case .notification(let decoded)? = NotificationDecoder.decode(from: &b) else { fatalError() }
+            #expect(decoded.identifier == (format == .simple ? 0 : 77))
+            #expect(decoded.expiration == (format == .simple ? 0 : 5))
+        }
+    }
+}
+
+@Suite struct BackoffTests {
+    @Test func fullJitterUnderAnExponentialCeiling() {
+        var b = Backoff<ManualInstant>(initial: .milliseconds(100), maximum: .seconds(1), resetAfter: .seconds(30), seed: 42)
+        var ceilings: [Duration] = []
+        for _ in 1...6 {
+            let delay = b.failed()
+            ceilings.append(b.ceiling)
+            #expect(delay >= .zero && delay <= b.ceiling)
+        }
+        #expect(ceilings == [.milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800), .seconds(1), .seconds(1)])
+        var same = Backoff<ManualInstant>(initial: .milliseconds(100), maximum: .seconds(1), resetAfter: .seconds(30), seed: 42)
+        var other = Backoff<ManualInstant>(initial: .milliseconds(100), maximum: .seconds(1), resetAfter: .seconds(30), seed: 42)
+        #expect(same.failed() == other.failed())
+    }
+
+    @Test func resetsAfterAHealthyPeriodOnly() {
+        var b = Backoff<ManualInstant>(initial: .milliseconds(100), maximum: .seconds(1), resetAfter: .seconds(30), seed: 1)
+        _ = b.failed()
+        _ = b.failed()
+        b.connected(at: t0)
+        b.stillHealthy(at: t0.advanced(by: .seconds(29)))
+        #expect(b.consecutiveFailures == 2)
+        b.stillHealthy(at: t0.advanced(by: .seconds(30)))
+        #expect(b.consecutiveFailures == 0)
+        #expect(b.ceiling == .zero)
+    }
+
+    @Test func rateLimiterAllowsABurstThenTheRate() {
+        var r = ConnectRateLimiter<ManualInstant>(perMinute: 60, burst: 3, now: t0)
+        #expect((0..<3).map { _ in r.acquire(now: t0) } == [.zero, .zero, .zero])
+        #expect(r.acquire(now: t0) == .seconds(1))
+        #expect(r.acquire(now: t0.advanced(by: .seconds(1))) == .zero)
+        #expect(r.acquire(now: t0.advanced(by: .milliseconds(1500))) == .milliseconds(500))
+    }
+}
+
+@Suite struct CapacityGateTests {
+    @Test func acquireWaitsForReleaseInOrder() async throws {
+        let gate = CapacityGate(capacity: 10)
+        try await gate.acquire(8)
+        #expect(gate.held == 8)
+        try await confirmation(expectedCount: 2) { resumed in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    try await gate.acquire(5)
+                    resumed()
+                }
+                // The waiter is queued before anything is released.
+                while gate.waiting == 0 { await Task.yield() }
+                #expect(gate.held == 8)
+                gate.release(2)
+                #expect(gate.waiting == 1)  // 4 free, 5 wanted
+                gate.release(1)
+                try await group.next()
+                #expect(gate.held == 10)
+                resumed()
+            }
+        }
+        #expect(gate.peakHeld == 10)
+    }
+
+    @Test func aCancelledWaiterLeaves() async throws {
+        let gate = CapacityGate(capacity: 1)
+        try await gate.acquire(1)
+        await withTaskGroup(of: (any Error)?.self) { group in
+            group.addTask {
+                do {
+                    try await gate.acquire(1)
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            while gate.waiting == 0 { await Task.yield() }
+            group.cancelAll()
+            let error = await group.next()!
+            #expect(error is CancellationError)
+        }
+        #expect(gate.waiting == 0)
+        #expect(gate.held == 1)
+    }
+}
