@@ -67,14 +67,13 @@ struct ConnectRateLimiter<Instant: InstantProtocol> where Instant.Duration == Du
         updatedAt = now
     }
 
-    /// Takes a token if one is there (returns zero), or says how long until one is.
+    /// Takes a token: returns zero when one is there, else reserves the next one and says how long until it is
+    /// due. A reservation is a debt (tokens go below zero) that later refills repay first, so that attempts made
+    /// after their wait never add up to more than `burst + perMinute × minutes`.
     mutating func acquire(now: Instant) -> Duration {
         refill(now)
-        if tokens >= 1 {
-            tokens -= 1
-            return .zero
-        }
-        let missing = 1 - tokens
-        return .seconds(missing * 60 / Double(perMinute))
+        tokens -= 1
+        if tokens >= 0 { return .zero }
+        return .seconds(-tokens * 60 / Double(perMinute))
     }
 }

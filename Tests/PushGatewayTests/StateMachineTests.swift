@@ -238,9 +238,10 @@ func sendAll(_ m: inout Machine, _ n: Int) -> [UInt32] {
     @Test func rateLimiterAllowsABurstThenTheRate() {
         var r = ConnectRateLimiter<ManualInstant>(perMinute: 60, burst: 3, now: t0)
         #expect((0..<3).map { _ in r.acquire(now: t0) } == [.zero, .zero, .zero])
-        #expect(r.acquire(now: t0) == .seconds(1))
-        #expect(r.acquire(now: t0.advanced(by: .seconds(1))) == .zero)
-        #expect(r.acquire(now: t0.advanced(by: .milliseconds(1500))) == .milliseconds(500))
+        #expect(r.acquire(now: t0) == .seconds(1))  // reserved: due at 1 s
+        #expect(r.acquire(now: t0.advanced(by: .seconds(1))) == .seconds(1))  // the 1 s token is taken: due at 2 s
+        #expect(r.acquire(now: t0.advanced(by: .milliseconds(2500))) == .milliseconds(500))  // due at 3 s
+        #expect(r.acquire(now: t0.advanced(by: .seconds(10))) == .zero)
     }
 }
 

@@ -1,0 +1,285 @@
+import Foundation
+import NIOCore
+import PushCore
+import PushSimulator
+import Synchronization
+import Testing
+@testable import PushGateway
+
+/// The test PKI, made by `scripts/gen-pki` (idempotent) the first time a test asks.
+enum PKI {
+    static let directory: String = {
+        var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
+        parts.removeLast(3)
+        let root = parts.joined(separator: "/")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = ["\(root)/scripts/gen-pki", "\(root)/pki"]
+        process.standardOutput = FileHandle.nullDevice
+        try! process.run()
+        process.waitUntilExit()
+        precondition(process.terminationStatus == 0, "scripts/gen-pki failed")
+        return "\(root)/pki"
+    }()
+
+    static func path(_ name: String) -> String { "\(directory)/\(name)" }
+}
+
+/// Collects outcomes from the engine's threads.
+final class OutcomeLog: Sendable {
+    private let outcomes = Mutex<[DeliveryOutcome]>([])
+    func add(_ batch: [DeliveryOutcome]) { outcomes.withLock { $0 += batch } }
+    var all: [DeliveryOutcome] { outcomes.withLock { $0 } }
+    var count: Int { outcomes.withLock { $0.count } }
+}
+
+struct Harness {
+    var simulator = SimulatorConfiguration(
+        certificatePath: PKI.path("server.pem"), privateKeyPath: PKI.path("server-key.pem"), caPath: PKI.path("ca.pem"))
+    var delivery = DeliveryConfiguration()
+    var connections = 2
+    var serverCA = "ca.pem"
+
+    init() {
+        simulator.recordInMemory = true
+        delivery.acceptanceWindow = .milliseconds(200)
+        delivery.reconnectInitial = .milliseconds(2)
+        delivery.reconnectMaximum = .milliseconds(20)
+        delivery.reconnectResetAfter = .seconds(10)
+        delivery.maxNewConnectionsPerMinute = 60_000
+        delivery.connectBurst = 100
+        delivery.jitterSeed = 7
+    }
+
+    static let app = AppKey(app: "com.example.app", environment: .production)
+
+    func endpoint(_ addresses: SimulatorAddresses) -> AppEndpoint {
+        AppEndpoint(
+            app: "com.example.app", environment: .production, gatewayHost: "127.0.0.1",
+            gatewayPort: addresses.gatewayPort, feedbackHost: "127.0.0.1", feedbackPort: addresses.feedbackPort,
+            connections: connections, format: .frame, certificatePath: PKI.path("app.pem"),
+            privateKeyPath: PKI.path("app-key.pem"), caPath: PKI.path(serverCA))
+    }
+
+    /// Starts a simulator and an engine, runs `body`, stops both.
+    func run<T: Sendable>(_ body: (GatewaySimulator, DeliveryEngine, OutcomeLog, SimulatorAddresses) async throws -> T) async throws -> T {
+        let simulator = try GatewaySimulator(configuration: simulator)
+        let addresses = try await simulator.start()
+        let log = OutcomeLog()
+        let engine = try DeliveryEngine(endpoints: [endpoint(addresses)], configuration: delivery) { log.add($0) }
+        engine.start()
+        do {
+            let result = try await body(simulator, engine, log, addresses)
+            _ = await engine.stop()
+            await simulator.stop()
+            return result
+        } catch {
+            _ = await engine.stop()
+            await simulator.stop()
+            throw error
+        }
+    }
+}
+
+/// Notifications with distinct tokens: ticket i has token bytes (i >> 8, i & 0xFF) plus 30 bytes of `fill`.
+func deliveries(_ range: ClosedRange<Int>, fill: UInt8 = 0x11, expiration: UInt32 = 0) -> [Delivery] {
+    range.map { i in
+        let token = [UInt8(i >> 8), UInt8(i & 0xFF)] + Array(repeating: fill, count: 30)
+        return Delivery(
+            ticket: UInt64(i),
+            notification: PushNotification(
+                token: try! DeviceToken(bytes: token), payload: Array(#"{"aps":{"alert":"n\#(i)"}}"#.utf8),
+                identifier: 0, expiration: expiration, priority: .immediate),
+            format: .frame)
+    }
+}
+
+func ticket(ofToken token: [UInt8]) -> Int { Int(token[0]) << 8 | Int(token[1]) }
+
+extension DeliveryEngine {
+    /// Waits for every outcome (the test fails rather than hangs if that takes over a minute).
+    func settle() async {
+        let drained = await drain(timeout: .seconds(60))
+        #expect(drained, "not every delivery was settled within a minute")
+    }
+}
+
+@Suite(.serialized) struct EngineIntegrationTests {
+    @Test func shutdownEvery97DeliversEachOnceAndBacksOff() async throws {
+        var h = Harness()
+        h.simulator.shutdownEvery = 97
+        h.connections = 1
+        try await h.run { simulator, engine, log, _ in
+            try await engine.submit(deliveries(1...10_000), to: Harness.app)
+            await engine.settle()
+            let outcomes = log.all
+            #expect(outcomes.count == 10_000)
+            #expect(outcomes.allSatisfy { $0.result == .accepted })
+            #expect(Set(outcomes.map(\.ticket)).count == 10_000)
+            let recorded = simulator.recorded
+            #expect(recorded.count == 10_000)
+            #expect(Set(recorded.map { ticket(ofToken: $0.token) }) == Set(1...10_000))
+            #expect(simulator.summary.errorResponses[10] == 103)
+
+            // Each reconnect waited out the backoff the pool chose: the first record on connection k+1 comes no
+            // sooner after the last record on connection k than that delay.
+            let status = engine.status(of: Harness.app)!
+            let delays = status.events.compactMap { event -> Duration? in
+                if case .ended(let reason, let backoff) = event.kind, reason.contains("shutdown") { return backoff }
+                return nil
+            }
+            #expect(delays.count == 103)
+            #expect(delays.contains { $0 > .milliseconds(1) })
+            let byConnection = Dictionary(grouping: recorded, by: \.connection)
+            let connections = byConnection.keys.sorted()
+            #expect(connections.count == 104)
+            for (index, pair) in zip(connections, connections.dropFirst()).enumerated() {
+                let gap = byConnection[pair.1]!.map(\.time).min()! - byConnection[pair.0]!.map(\.time).max()!
+                #expect(Duration.milliseconds(gap + 1) >= delays[index], "reconnect \(index + 1) came \(gap) ms after, backoff \(delays[index])")
+            }
+            #expect(status.consecutiveFailures >= 1)
+        }
+    }
+
+    @Test func invalidTokensFailWithStatusEightAndTheRestArriveOnce() async throws {
+        var h = Harness()
+        let all = deliveries(1...10_000)
+        let invalid = Set(stride(from: 7, through: 10_000, by: 33))  // 3%
+        h.simulator.invalidTokens = Set(invalid.map { i in [UInt8(i >> 8), UInt8(i & 0xFF)] + Array(repeating: 0x11, count: 30) })
+        try await h.run { simulator, engine, log, _ in
+            try await engine.submit(all, to: Harness.app)
+            await engine.settle()
+            let outcomes = log.all
+            #expect(outcomes.count == 10_000)
+            let failed = outcomes.filter { $0.result != .accepted }
+            #expect(Set(failed.map { Int($0.ticket) }) == invalid)
+            #expect(failed.allSatisfy {
+                if case .failed(.invalidToken, .invalidToken, _) = $0.result { true } else { false }
+            })
+            let recorded = simulator.recorded.map { ticket(ofToken: $0.token) }
+            #expect(recorded.count == 10_000 - invalid.count)
+            #expect(Set(recorded) == Set(1...10_000).subtracting(invalid))
+            #expect(simulator.summary.errorResponses[8] == invalid.count)
+        }
+    }
+
+    @Test func closeEvery500LosesNothingAndDuplicatesStayWithinWhatWasInFlight() async throws {
+        var h = Harness()
+        h.simulator.closeEvery = 500
+        h.delivery.maxInFlight = 300
+        try await h.run { simulator, engine, log, _ in
+            try await engine.submit(deliveries(1...10_000), to: Harness.app)
+            await engine.settle()
+            #expect(log.count == 10_000)
+            #expect(log.all.allSatisfy { $0.result == .accepted })
+            let recorded = simulator.recorded.map { ticket(ofToken: $0.token) }
+            #expect(Set(recorded) == Set(1...10_000))
+            let duplicates = recorded.count - 10_000
+            let closes = simulator.summary.abruptCloses
+            #expect(closes >= 10_000 / 500)
+            // Only what was in flight when a connection dropped can arrive twice.
+            #expect(duplicates <= closes * h.delivery.maxInFlight)
+            #expect(engine.peakHeld <= h.delivery.maxInFlight)
+        }
+    }
+
+    @Test func aSlowReaderBackpressuresTheCallerWithBoundedMemory() async throws {
+        var h = Harness()
+        h.simulator.readDelayMilliseconds = 2
+        h.delivery.maxInFlight = 500
+        h.connections = 1
+        try await h.run { simulator, engine, log, _ in
+            try await engine.submit(deliveries(1...5_000), to: Harness.app)
+            // submit returns only once all but the last maxInFlight have outcomes: the caller was held back.
+            #expect(log.count >= 5_000 - 500)
+            #expect(engine.peakHeld <= 500)
+            await engine.settle()
+            #expect(log.count == 5_000)
+            #expect(Set(simulator.recorded.map { ticket(ofToken: $0.token) }) == Set(1...5_000))
+        }
+    }
+
+    @Test func aGatewayDownAtStartIsWaitedOutUnderTheConnectionCap() async throws {
+        var h = Harness()
+        h.simulator.refuseConnections = 8
+        h.connections = 1
+        h.delivery.maxNewConnectionsPerMinute = 600  // 10/s
+        h.delivery.connectBurst = 3
+        h.delivery.reconnectInitial = .milliseconds(20)
+        h.delivery.reconnectMaximum = .milliseconds(200)
+        try await h.run { simulator, engine, log, _ in
+            try await engine.submit(deliveries(1...500), to: Harness.app)
+            await engine.settle()
+            #expect(log.all.allSatisfy { $0.result == .accepted } && log.count == 500)
+            #expect(Set(simulator.recorded.map { ticket(ofToken: $0.token) }) == Set(1...500))
+            let status = engine.status(of: Harness.app)!
+            #expect(simulator.summary.refusedConnections == 8)
+            #expect(status.connectionAttempts == 9)
+            // The cap: any run of attempts from i to j fits burst + rate × (t_j - t_i).
+            let attempts = status.events.filter { $0.kind == .attempt }.map(\.at)
+            for i in attempts.indices {
+                for j in attempts.indices where j > i {
+                    let span = attempts[i].duration(to: attempts[j])
+                    let seconds = Double(span.components.seconds) + Double(span.components.attoseconds) * 1e-18
+                    #expect(Double(j - i + 1) <= 3 + 10 * seconds + 0.05, "attempts \(i)...\(j) in \(span)")
+                }
+            }
+            // And the backoff grew between refusals.
+            let backoffs = status.events.compactMap { e -> Duration? in
+                if case .ended(_, let b) = e.kind { b } else { nil }
+            }
+            #expect(backoffs.count == 8)
+            #expect(status.lastError != nil)
+        }
+    }
+
+    @Test func expiredNotificationsAreNeverSent() async throws {
+        let h = Harness()
+        try await h.run { simulator, engine, log, _ in
+            let past = UInt32(Date().timeIntervalSince1970) - 60
+            try await engine.submit(deliveries(1...50, expiration: past) + deliveries(51...60), to: Harness.app)
+            await engine.settle()
+            let expired = log.all.filter {
+                if case .failed(.expired, nil, _) = $0.result { true } else { false }
+            }
+            #expect(Set(expired.map(\.ticket)) == Set(1...50))
+            #expect(expired.allSatisfy { $0.attempts == 0 })
+            #expect(Set(simulator.recorded.map { ticket(ofToken: $0.token) }) == Set(51...60))
+        }
+    }
+
+    @Test func aGatewayWithAnUntrustedCertificateIsRefusedWithAClearError() async throws {
+        var h = Harness()
+        h.simulator.certificatePath = PKI.path("rogue-server.pem")
+        h.simulator.privateKeyPath = PKI.path("rogue-server-key.pem")
+        h.connections = 1
+        try await h.run { simulator, engine, log, _ in
+            try await engine.submit(deliveries(1...5), to: Harness.app)
+            // Wait until the pool has tried and failed (events, not time).
+            var status = engine.status(of: Harness.app)!
+            while status.lastError == nil {
+                await Task.yield()
+                status = engine.status(of: Harness.app)!
+            }
+            #expect(status.lastError!.contains("CERTIFICATE_VERIFY_FAILED") || status.lastError!.contains("certificate"), "\(status.lastError!)")
+            #expect(simulator.recorded.isEmpty)
+            #expect(log.count == 0)
+            let unsettled = await engine.stop()
+            #expect(unsettled.map(\.ticket) == Array(1...5))
+        }
+    }
+
+    @Test func feedbackTuplesArriveThroughTheClient() async throws {
+        var h = Harness()
+        h.simulator.feedback = try FeedbackEntry.parseFile("aabbccdd 1700000000\n0011 1700000001\n")
+        try await h.run { _, _, _, addresses in
+            let client = try FeedbackClient(endpoint: h.endpoint(addresses))
+            let first = try await client.fetch()
+            #expect(first.tuples.map(\.token.hex) == ["aabbccdd", "0011"])
+            #expect(first.tuples.map(\.timestamp) == [1_700_000_000, 1_700_000_001])
+            #expect(first.problem == nil)
+            let second = try await client.fetch()
+            #expect(second.tuples.isEmpty)
+        }
+    }
+}
