@@ -143,6 +143,7 @@ if ProcessInfo.processInfo.environment["PUSHWORKER_BENCHMARKS"] == "1" {
             dependencies: [
                 "PushCore",
                 "PushSimulator",
+                "PushGateway",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
