@@ -32,6 +32,22 @@ let package = Package(
             dependencies: [.product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
+        // librdkafka (Debian: librdkafka-dev), with the mock cluster header.
+        .systemLibrary(
+            name: "Crdkafka",
+            pkgConfig: "rdkafka",
+            providers: [.apt(["librdkafka-dev"])]
+        ),
+        // Everything between Kafka and the pipeline: consumer group, producer, offsets after outcomes, mock cluster.
+        .target(
+            name: "PushKafka",
+            dependencies: [
+                "Crdkafka",
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         // The gateway simulator users run with `pushworker simulate`: binary gateway and feedback service over TLS.
         .target(
             name: "PushSimulator",
@@ -97,6 +113,11 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "PushKafkaTests",
+            dependencies: ["PushKafka"],
             swiftSettings: strict
         ),
         .testTarget(

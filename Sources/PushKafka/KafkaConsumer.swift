@@ -1,0 +1,292 @@
+import Crdkafka
+import Foundation
+import Logging
+import Synchronization
+
+/// A record from the input topics.
+public struct KafkaRecord: Sendable, Hashable {
+    public var topic: String
+    public var partition: Int32
+    public var offset: Int64
+    /// The record's timestamp, UNIX milliseconds (-1 when the broker gave none).
+    public var timestamp: Int64
+    public var key: [UInt8]?
+    public var value: [UInt8]
+
+    public var topicPartition: TopicPartition { TopicPartition(topic: topic, partition: partition) }
+}
+
+/// The offsets of a consumer, shared by its poll thread and the pipeline that settles records.
+public final class OffsetBook: Sendable {
+    private let tracker = Mutex(OffsetTracker())
+
+    public func withTracker<T>(_ body: (inout OffsetTracker) -> T) -> T { tracker.withLock { body(&$0) } }
+
+    public var outstanding: Int { tracker.withLock { $0.outstanding } }
+
+    /// Marks the record's outcome as known; its offset can move once its output events are acknowledged too.
+    public func outcomeKnown(_ record: KafkaRecord) {
+        tracker.withLock { $0.outcomeKnown(record.topicPartition, offset: record.offset) }
+    }
+
+    public func outputPending(_ record: KafkaRecord) {
+        tracker.withLock { $0.outputPending(record.topicPartition, offset: record.offset) }
+    }
+
+    public func outputAcknowledged(_ record: KafkaRecord) {
+        tracker.withLock { $0.outputAcknowledged(record.topicPartition, offset: record.offset) }
+    }
+}
+
+/// A member of a consumer group over the input topics (librdkafka), polled on a thread of its own so that nothing
+/// blocks the cooperative pool. Offsets are stored only for settled prefixes (``OffsetBook``) and committed by
+/// librdkafka's auto-commit, and synchronously when partitions are revoked and on close. When the pipeline holds
+/// `maxOutstanding` unsettled records, the assigned partitions are paused: fetching stops, nothing is dropped.
+public final class KafkaConsumer: Sendable {
+    public let offsets = OffsetBook()
+    /// Batches of records, in partition order, as polled.
+    public let records: AsyncStream<[KafkaRecord]>
+    private let continuation: AsyncStream<[KafkaRecord]>.Continuation
+    private nonisolated(unsafe) let client: OpaquePointer
+    private let context: RebalanceContext
+    private let maxOutstanding: Int
+    private let maxBatch: Int
+    private let stopRequested = Atomic<Bool>(false)
+    private let pausedFlag = Atomic<Bool>(false)
+    private let logger: Logger
+
+    /// - Parameters:
+    ///   - properties: librdkafka properties (bootstrap.servers, group.id, security, ...). The consumer sets
+    ///     `enable.auto.offset.store=false` and `auto.offset.reset=earliest` unless given.
+    public init(
+        properties: [String: String], topics: [String], maxOutstanding: Int, maxBatch: Int = 1000,
+        logger: Logger = Logger(label: "pushworker.kafka.consumer")
+    ) throws(KafkaError) {
+        try LibRDKafka.checkVersion()
+        var properties = properties
+        properties["enable.auto.offset.store"] = "false"
+        properties["enable.auto.commit"] = properties["enable.auto.commit"] ?? "true"
+        properties["auto.offset.reset"] = properties["auto.offset.reset"] ?? "earliest"
+        let configuration = try KafkaConfigurationHandle(properties)
+        let context = RebalanceContext(offsets: offsets, logger: logger)
+        rd_kafka_conf_set_opaque(configuration.pointer, Unmanaged.passUnretained(context).toOpaque())
+        rd_kafka_conf_set_rebalance_cb(configuration.pointer, rebalanceCallback)
+        client = try configuration.makeClient(RD_KAFKA_CONSUMER)
+        self.context = context
+        self.maxOutstanding = maxOutstanding
+        self.maxBatch = maxBatch
+        self.logger = logger
+        (records, continuation) = AsyncStream.makeStream(of: [KafkaRecord].self)
+        rd_kafka_poll_set_consumer(client)
+        let list = PartitionList(topics.map { (TopicPartition(topic: $0, partition: -1), 0) })
+        let error = rd_kafka_subscribe(client, list.pointer)
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            rd_kafka_destroy(client)
+            throw KafkaError(error, "cannot subscribe to \(topics)")
+        }
+    }
+
+    /// Polls on a dedicated thread until ``stop()`` or cancellation, then stores the settled offsets, commits them
+    /// synchronously, leaves the group and finishes ``records``.
+    public func run() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                let thread = Thread { [self] in
+                    pollLoop()
+                    done.resume()
+                }
+                thread.name = "kafka-consumer"
+                thread.start()
+            }
+        } onCancel: {
+            stop()
+        }
+    }
+
+    /// Asks the poll loop to finish.
+    public func stop() {
+        stopRequested.store(true, ordering: .relaxed)
+    }
+
+    /// Whether fetching is paused because the pipeline holds `maxOutstanding` unsettled records.
+    public var isPaused: Bool { pausedFlag.load(ordering: .relaxed) }
+
+    /// The partitions assigned now.
+    public var assignment: [TopicPartition] { context.assignment }
+
+    private func pollLoop() {
+        var paused = false
+        var pausedGeneration = -1
+        while !stopRequested.load(ordering: .relaxed) {
+            let generation = context.generation
+            let outstanding = offsets.outstanding
+            // Hysteresis: pausing drops librdkafka's prefetched records (they are fetched again on resume), so
+            // fetching resumes only once a quarter of the room is free again.
+            if outstanding >= maxOutstanding && (!paused || pausedGeneration != generation) {
+                setPaused(true)
+                paused = true
+                pausedGeneration = generation
+            } else if paused && outstanding <= maxOutstanding * 3 / 4 {
+                setPaused(false)
+                paused = false
+            }
+            var batch: [KafkaRecord] = []
+            var timeout: Int32 = 100
+            while batch.count < maxBatch, let message = rd_kafka_consumer_poll(client, timeout) {
+                timeout = 0
+                defer { rd_kafka_message_destroy(message) }
+                let m = message.pointee
+                if m.err != RD_KAFKA_RESP_ERR_NO_ERROR {
+                    if m.err != RD_KAFKA_RESP_ERR__PARTITION_EOF {
+                        logger.warning("kafka consumer error", metadata: ["error": "\(String(cString: rd_kafka_err2str(m.err)))"])
+                    }
+                    continue
+                }
+                batch.append(KafkaRecord(message: m))
+            }
+            if !batch.isEmpty {
+                offsets.withTracker { t in for r in batch { t.received(r.topicPartition, offset: r.offset) } }
+                continuation.yield(batch)
+            }
+            storeSettledOffsets()
+        }
+        storeSettledOffsets()
+        let error = rd_kafka_commit(client, nil, 0)
+        if error != RD_KAFKA_RESP_ERR_NO_ERROR && error != RD_KAFKA_RESP_ERR__NO_OFFSET {
+            logger.warning("final commit failed", metadata: ["error": "\(String(cString: rd_kafka_err2str(error)))"])
+        }
+        rd_kafka_consumer_close(client)
+        continuation.finish()
+    }
+
+    private func setPaused(_ pause: Bool) {
+        var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+        guard rd_kafka_assignment(client, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list else { return }
+        // Lists from rd_kafka_assignment must be destroyed before the client is (KAFKA-TESTING.md).
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        if pause { rd_kafka_pause_partitions(client, list) } else { rd_kafka_resume_partitions(client, list) }
+        pausedFlag.store(pause, ordering: .relaxed)
+        logger.debug(pause ? "paused fetching: the pipeline is full" : "resumed fetching", metadata: ["partitions": "\(list.pointee.cnt)"])
+    }
+
+    /// Stores (for auto-commit) the offsets past each partition's settled prefix.
+    func storeSettledOffsets() {
+        let moved = offsets.withTracker { $0.takeCommittable() }
+        guard !moved.isEmpty else { return }
+        let list = PartitionList(moved)
+        let error = rd_kafka_offsets_store(client, list.pointer)
+        if error != RD_KAFKA_RESP_ERR_NO_ERROR {
+            // A partition revoked meanwhile cannot be stored: its records are redelivered to its next owner.
+            logger.debug("offset store", metadata: ["error": "\(String(cString: rd_kafka_err2str(error)))"])
+        }
+    }
+
+    /// Commits the stored offsets now and waits for the broker (used on revoke and close; tests use it too).
+    public func commitStoredOffsets() throws(KafkaError) {
+        storeSettledOffsets()
+        let error = rd_kafka_commit(client, nil, 0)
+        if error != RD_KAFKA_RESP_ERR_NO_ERROR && error != RD_KAFKA_RESP_ERR__NO_OFFSET {
+            throw KafkaError(error, "commit failed")
+        }
+    }
+
+    /// The committed offsets of the group for `partitions` (asks the broker).
+    public func committed(_ partitions: [TopicPartition], timeoutMilliseconds: Int32 = 10_000) throws(KafkaError) -> [TopicPartition: Int64] {
+        let list = PartitionList(partitions.map { ($0, Int64(RD_KAFKA_OFFSET_INVALID)) })
+        let error = rd_kafka_committed(client, list.pointer, timeoutMilliseconds)
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, "cannot read committed offsets") }
+        return Dictionary(uniqueKeysWithValues: list.pointer.pointee.entries)
+    }
+
+    deinit {
+        rd_kafka_destroy(client)
+    }
+}
+
+extension KafkaRecord {
+    init(message m: rd_kafka_message_t) {
+        let topic = String(cString: rd_kafka_topic_name(m.rkt))
+        var type = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
+        var message = m
+        let timestamp = rd_kafka_message_timestamp(&message, &type)
+        let value = m.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: m.len)) } ?? []
+        let key = m.key.map { Array(UnsafeRawBufferPointer(start: $0, count: m.key_len)) }
+        self.init(topic: topic, partition: m.partition, offset: m.offset, timestamp: timestamp, key: key, value: value)
+    }
+}
+
+/// What the rebalance callback needs; it outlives the client handle (the consumer holds it).
+final class RebalanceContext: Sendable {
+    let offsets: OffsetBook
+    let logger: Logger
+    private let state = Mutex<(assignment: [TopicPartition], generation: Int)>(([], 0))
+
+    init(offsets: OffsetBook, logger: Logger) {
+        self.offsets = offsets
+        self.logger = logger
+    }
+
+    var assignment: [TopicPartition] { state.withLock { $0.assignment } }
+    var generation: Int { state.withLock { $0.generation } }
+
+    func assigned(_ partitions: [TopicPartition], incremental: Bool) {
+        state.withLock { s in
+            s.assignment = incremental ? Array(Set(s.assignment).union(partitions)) : partitions
+            s.generation += 1
+        }
+    }
+
+    func revoked(_ partitions: [TopicPartition], incremental: Bool) {
+        state.withLock { s in
+            s.assignment = incremental ? s.assignment.filter { !partitions.contains($0) } : []
+            s.generation += 1
+        }
+    }
+}
+
+/// Assignment and revocation, on the poll thread. On revoke, the settled prefix of every revoked partition is
+/// stored and committed synchronously; what is not settled is left uncommitted for the next owner.
+private func rebalanceCallback(
+    client: OpaquePointer?, error: rd_kafka_resp_err_t,
+    partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?, opaque: UnsafeMutableRawPointer?
+) {
+    guard let client, let partitions, let opaque else { return }
+    let context = Unmanaged<RebalanceContext>.fromOpaque(opaque).takeUnretainedValue()
+    let incremental = String(cString: rd_kafka_rebalance_protocol(client)) == "COOPERATIVE"
+    let list = partitions.pointee.entries.map(\.0)
+    switch error {
+    case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+        context.logger.info("partitions assigned", metadata: ["partitions": "\(list)"])
+        if incremental {
+            rd_kafka_error_destroy(rd_kafka_incremental_assign(client, partitions))
+        } else {
+            rd_kafka_assign(client, partitions)
+        }
+        context.assigned(list, incremental: incremental)
+    case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+        // Every partition whose settled prefix moved is stored (the revoked ones matter most), then committed.
+        let settled = context.offsets.withTracker { t -> [(TopicPartition, Int64)] in
+            let moved = t.takeCommittable()
+            t.revoke(list)
+            return moved
+        }
+        if !settled.isEmpty {
+            let store = PartitionList(settled)
+            rd_kafka_offsets_store(client, store.pointer)
+        }
+        let commit = rd_kafka_commit(client, nil, 0)
+        context.logger.info("partitions revoked", metadata: [
+            "partitions": "\(list)", "commit": "\(String(cString: rd_kafka_err2str(commit)))",
+        ])
+        if incremental {
+            rd_kafka_error_destroy(rd_kafka_incremental_unassign(client, partitions))
+        } else {
+            rd_kafka_assign(client, nil)
+        }
+        context.revoked(list, incremental: incremental)
+    default:
+        context.logger.error("rebalance failed", metadata: ["error": "\(String(cString: rd_kafka_err2str(error)))"])
+        rd_kafka_assign(client, nil)
+        context.revoked(list, incremental: false)
+    }
+}

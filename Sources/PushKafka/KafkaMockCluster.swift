@@ -1,0 +1,48 @@
+import Crdkafka
+
+/// librdkafka's in-process mock Kafka cluster, for unit tests and the demo. It owns a client handle of its own
+/// (the mock cluster runs on that handle's threads) and destroys both, cluster first.
+public final class KafkaMockCluster: Sendable {
+    private nonisolated(unsafe) let client: OpaquePointer
+    private nonisolated(unsafe) let cluster: OpaquePointer
+    /// `bootstrap.servers` for clients of this cluster.
+    public let bootstrapServers: String
+
+    public init(brokers: Int32 = 1) throws(KafkaError) {
+        let configuration = try KafkaConfigurationHandle(["log_level": "3"])
+        client = try configuration.makeClient(RD_KAFKA_PRODUCER)
+        guard let cluster = rd_kafka_mock_cluster_new(client, brokers) else {
+            rd_kafka_destroy(client)
+            throw KafkaError("cannot create the mock cluster")
+        }
+        self.cluster = cluster
+        bootstrapServers = String(cString: rd_kafka_mock_cluster_bootstraps(cluster))
+    }
+
+    /// Creates a topic (the admin API does not work against the mock cluster).
+    public func createTopic(_ name: String, partitions: Int32) throws(KafkaError) {
+        let error = rd_kafka_mock_topic_create(cluster, name, partitions, 1)
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, "cannot create topic \(name)") }
+    }
+
+    /// Kafka API keys whose requests can be made to fail.
+    public enum API: Int16, Sendable {
+        case produce = 0
+        case fetch = 1
+        case offsetCommit = 8
+        case offsetFetch = 9
+    }
+
+    /// The next `count` requests of `api` fail with a retriable error (leader not available / coordinator loading).
+    public func failNextRequests(_ api: API, count: Int) {
+        let error: rd_kafka_resp_err_t = api == .offsetCommit || api == .offsetFetch
+            ? RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS : RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION
+        var errors = [rd_kafka_resp_err_t](repeating: error, count: count)
+        rd_kafka_mock_push_request_errors_array(cluster, api.rawValue, errors.count, &errors)
+    }
+
+    deinit {
+        rd_kafka_mock_cluster_destroy(cluster)
+        rd_kafka_destroy(client)
+    }
+}

@@ -1,0 +1,142 @@
+import Synchronization
+import Testing
+@testable import PushKafka
+
+/// Consumer, producer and offsets against librdkafka's in-process mock cluster (fault injection, no process to
+/// start). Group tests set session.timeout.ms to 6000, as KAFKA-TESTING.md advises.
+@Suite(.serialized) struct MockClusterTests {
+    static func consumerProperties(_ cluster: KafkaMockCluster, group: String) -> [String: String] {
+        [
+            "bootstrap.servers": cluster.bootstrapServers, "group.id": group, "session.timeout.ms": "6000",
+            "heartbeat.interval.ms": "500", "auto.commit.interval.ms": "200", "log_level": "3",
+        ]
+    }
+
+    /// Produces `values` to `topic`, spread over partitions by key, and waits for every acknowledgement.
+    static func produce(_ cluster: KafkaMockCluster, topic: String, _ values: [String]) async throws {
+        let producer = try KafkaProducer(properties: ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"])
+        let acknowledged = Atomic<Int>(0)
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await producer.run() }
+            for value in values {
+                producer.produce(topic: topic, key: Array(value.utf8), value: Array(value.utf8)) {
+                    acknowledged.add(1, ordering: .relaxed)
+                }
+            }
+            producer.stop()
+        }
+        #expect(acknowledged.load(ordering: .relaxed) == values.count)
+    }
+
+    /// Consumes until `count` records arrived, settling each with `settle` (true: settled), then stops the
+    /// consumer (which commits what is settled) and returns the records.
+    static func consume(
+        _ cluster: KafkaMockCluster, group: String, topic: String, count: Int, maxOutstanding: Int = 100_000,
+        settle: @escaping @Sendable (KafkaRecord) -> Bool = { _ in true }
+    ) async throws -> [KafkaRecord] {
+        let consumer = try KafkaConsumer(
+            properties: consumerProperties(cluster, group: group), topics: [topic], maxOutstanding: maxOutstanding)
+        return await withTaskGroup(of: [KafkaRecord].self) { tasks in
+            tasks.addTask {
+                await consumer.run()
+                return []
+            }
+            tasks.addTask {
+                var received: [KafkaRecord] = []
+                for await batch in consumer.records {
+                    received += batch
+                    for record in batch where settle(record) { consumer.offsets.outcomeKnown(record) }
+                    if received.count >= count { break }
+                }
+                consumer.stop()
+                return received
+            }
+            var all: [KafkaRecord] = []
+            for await part in tasks { all += part }
+            return all
+        }
+    }
+
+    @Test func consumeCommitAndResumeWithNoRedeliveryAndNoSkip() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("events", partitions: 3)
+        try await Self.produce(cluster, topic: "events", (0..<300).map { "a\($0)" })
+        let first = try await Self.consume(cluster, group: "g", topic: "events", count: 300)
+        #expect(Set(first.map { String(decoding: $0.value, as: UTF8.self) }) == Set((0..<300).map { "a\($0)" }))
+        try await Self.produce(cluster, topic: "events", (0..<200).map { "b\($0)" })
+        let second = try await Self.consume(cluster, group: "g", topic: "events", count: 200)
+        #expect(second.count == 200)
+        #expect(Set(second.map { String(decoding: $0.value, as: UTF8.self) }) == Set((0..<200).map { "b\($0)" }))
+    }
+
+    @Test func unsettledRecordsAreDeliveredAgainAfterARestart() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("events", partitions: 2)
+        try await Self.produce(cluster, topic: "events", (0..<100).map { "v\($0)" })
+        // Settle everything but v50...v59. In each partition, the commit stops at the first unsettled record.
+        let held = Set((50..<60).map { "v\($0)" })
+        let first = try await Self.consume(cluster, group: "g2", topic: "events", count: 100) {
+            !held.contains(String(decoding: $0.value, as: UTF8.self))
+        }
+        #expect(first.count == 100)
+        let firstHeld = Dictionary(grouping: first.filter { held.contains(String(decoding: $0.value, as: UTF8.self)) }, by: \.partition)
+            .mapValues { $0.map(\.offset).min()! }
+        let expected = Set(first.filter { $0.offset >= firstHeld[$0.partition] ?? .max }.map { "\($0.partition):\($0.offset)" })
+        #expect(expected.count >= held.count)
+        // After the restart exactly those come again: nothing settled before them, nothing skipped.
+        let redelivered = try await Self.consume(cluster, group: "g2", topic: "events", count: expected.count)
+        #expect(Set(redelivered.map { "\($0.partition):\($0.offset)" }) == expected)
+        #expect(redelivered.count == expected.count)
+    }
+
+    @Test func injectedFetchAndCommitErrorsAreSurvived() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("events", partitions: 1)
+        try await Self.produce(cluster, topic: "events", (0..<50).map { "x\($0)" })
+        cluster.failNextRequests(.fetch, count: 3)
+        cluster.failNextRequests(.offsetCommit, count: 2)
+        let first = try await Self.consume(cluster, group: "g4", topic: "events", count: 50)
+        #expect(first.count == 50)
+        try await Self.produce(cluster, topic: "events", (0..<10).map { "y\($0)" })
+        let second = try await Self.consume(cluster, group: "g4", topic: "events", count: 10)
+        #expect(second.map { String(decoding: $0.value, as: UTF8.self) } == (0..<10).map { "y\($0)" })
+    }
+
+    @Test func aFullPipelinePausesFetchingWithoutLosingRecords() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("events", partitions: 1)
+        try await Self.produce(cluster, topic: "events", (0..<2000).map { "p\($0)" })
+        let consumer = try KafkaConsumer(
+            properties: Self.consumerProperties(cluster, group: "g5"), topics: ["events"], maxOutstanding: 50, maxBatch: 10)
+        let (total, outstandingWhenPaused) = await withTaskGroup(of: (Int, Int).self) { tasks in
+            tasks.addTask {
+                await consumer.run()
+                return (-1, -1)
+            }
+            tasks.addTask {
+                var received: [KafkaRecord] = []
+                var whenPaused = -1
+                for await batch in consumer.records {
+                    received += batch
+                    if whenPaused < 0 && consumer.offsets.outstanding >= 50 {
+                        // Nothing is settled yet: the consumer must pause instead of fetching the backlog.
+                        while !consumer.isPaused { await Task.yield() }
+                        whenPaused = consumer.offsets.outstanding
+                        for record in received { consumer.offsets.outcomeKnown(record) }
+                    } else if whenPaused >= 0 {
+                        for record in batch { consumer.offsets.outcomeKnown(record) }
+                    }
+                    if received.count >= 2000 { break }
+                }
+                consumer.stop()
+                return (received.count, whenPaused)
+            }
+            var out = (0, 0)
+            for await r in tasks where r.0 >= 0 { out = r }
+            return out
+        }
+        #expect(total == 2000)
+        // It stopped at the limit plus at most one poll batch, with 1,950 records still waiting on the broker.
+        #expect(outstandingWhenPaused >= 50 && outstandingWhenPaused <= 60)
+    }
+}
