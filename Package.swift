@@ -120,6 +120,12 @@ let package = Package(
             dependencies: ["PushKafka"],
             swiftSettings: strict
         ),
+        // Against a separately started broker process (scripts/kafka-broker), with real consumer groups.
+        .testTarget(
+            name: "PushKafkaIntegrationTests",
+            dependencies: ["PushKafka"],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "PushSimulatorTests",
             dependencies: [

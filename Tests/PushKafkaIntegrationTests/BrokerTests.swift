@@ -1,0 +1,145 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import PushKafka
+
+/// A noida-db broker process started by `scripts/kafka-broker` for the suite and stopped afterwards. noida-db is
+/// used here because, unlike the in-process mock cluster, it is a separate process with real group coordination
+/// and fast rebalances (~1 s); it does not evict a member that was killed, so that case is not tested on it.
+final class Broker: Sendable {
+    let bootstrapServers: String
+    let dataDirectory: String
+    static let root: String = {
+        var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
+        parts.removeLast(3)
+        return parts.joined(separator: "/")
+    }()
+
+    init() throws {
+        dataDirectory = NSTemporaryDirectory() + "pushworker-broker-\(getpid())"
+        let port = 20_000 + Int(getpid() % 10_000)
+        let output = try Broker.script(["start", dataDirectory, String(port)])
+        bootstrapServers = output.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").last.map(String.init) ?? ""
+        precondition(bootstrapServers.hasPrefix("127.0.0.1:"), "scripts/kafka-broker start printed \(output)")
+    }
+
+    func stop() {
+        _ = try? Broker.script(["stop", dataDirectory])
+        try? FileManager.default.removeItem(atPath: dataDirectory)
+    }
+
+    @discardableResult
+    static func script(_ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = ["\(root)/scripts/kafka-broker"] + arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw KafkaError("scripts/kafka-broker \(arguments) failed") }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// Values received by a group's members, from their threads.
+final class Received: Sendable {
+    private let values = Mutex<(set: Set<String>, total: Int)>(([], 0))
+    func add(_ batch: [KafkaRecord]) {
+        values.withLock { v in
+            for r in batch { v.set.insert(String(decoding: r.value, as: UTF8.self)) }
+            v.total += batch.count
+        }
+    }
+    var unique: Int { values.withLock { $0.set.count } }
+    var all: Set<String> { values.withLock { $0.set } }
+}
+
+/// Waits for `condition` (checked as the task yields) for at most `limit`; false if it never held.
+func eventually(within limit: Duration = .seconds(60), _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now.advanced(by: limit)
+    while !condition() {
+        if ContinuousClock.now > deadline { return false }
+        await Task.yield()
+    }
+    return true
+}
+
+func produce(_ servers: String, topic: String, _ values: [String]) async throws {
+    let producer = try KafkaProducer(properties: ["bootstrap.servers": servers, "log_level": "3"])
+    let acknowledged = Atomic<Int>(0)
+    await withTaskGroup(of: Void.self) { group in
+        group.addTask { await producer.run(flushTimeout: .seconds(60)) }
+        for value in values {
+            producer.produce(topic: topic, key: Array(value.utf8), value: Array(value.utf8)) { acknowledged.add(1, ordering: .relaxed) }
+        }
+        producer.stop()
+    }
+    #expect(acknowledged.load(ordering: .relaxed) == values.count)
+}
+
+/// A member that settles every record as it arrives and records what it got.
+func member(_ servers: String, group: String, topic: String, into received: Received) throws -> KafkaConsumer {
+    try KafkaConsumer(
+        properties: [
+            "bootstrap.servers": servers, "group.id": group, "session.timeout.ms": "6000",
+            "heartbeat.interval.ms": "500", "auto.commit.interval.ms": "200", "log_level": "3",
+            "receive.message.max.bytes": "1000000000",
+        ],
+        topics: [topic], maxOutstanding: 100_000)
+}
+
+func drive(_ consumer: KafkaConsumer, _ received: Received) async {
+    for await batch in consumer.records {
+        received.add(batch)
+        for record in batch { consumer.offsets.outcomeKnown(record) }
+    }
+}
+
+@Suite(.serialized) struct BrokerTests {
+    @Test func twoMembersSplitThreePartitionsAndOneTakesOverWhenTheOtherLeaves() async throws {
+        let broker = try Broker()
+        defer { broker.stop() }
+        try KafkaAdmin.createTopics(bootstrapServers: broker.bootstrapServers, [("split", 3)])
+        let received = Received()
+        let a = try member(broker.bootstrapServers, group: "pair", topic: "split", into: received)
+        let b = try member(broker.bootstrapServers, group: "pair", topic: "split", into: received)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await a.run() }
+            group.addTask { await b.run() }
+            group.addTask { await drive(a, received) }
+            group.addTask { await drive(b, received) }
+            // The two members split the three partitions.
+            let split = await eventually { a.assignment.count + b.assignment.count == 3 && !a.assignment.isEmpty && !b.assignment.isEmpty }
+            #expect(split, "assignments: \(a.assignment) / \(b.assignment)")
+            try await produce(broker.bootstrapServers, topic: "split", (0..<300).map { "r\($0)" })
+            #expect(await eventually { received.unique == 300 })
+            // One leaves; the other takes all three partitions and gets everything produced after.
+            a.stop()
+            #expect(await eventually { b.assignment.count == 3 }, "b has \(b.assignment)")
+            try await produce(broker.bootstrapServers, topic: "split", (300..<600).map { "r\($0)" })
+            #expect(await eventually { received.unique == 600 })
+            #expect(received.all == Set((0..<600).map { "r\($0)" }))
+            b.stop()
+            try await group.waitForAll()
+        }
+    }
+
+    @Test func twoHundredThousandRecordsThroughProducerAndConsumer() async throws {
+        let broker = try Broker()
+        defer { broker.stop() }
+        try KafkaAdmin.createTopics(bootstrapServers: broker.bootstrapServers, [("bulk", 3)])
+        let values = (0..<200_000).map { "bulk-\($0)-" + String(repeating: "x", count: 80) }
+        try await produce(broker.bootstrapServers, topic: "bulk", values)
+        let received = Received()
+        let consumer = try member(broker.bootstrapServers, group: "bulk", topic: "bulk", into: received)
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await consumer.run() }
+            group.addTask { await drive(consumer, received) }
+            #expect(await eventually(within: .seconds(120)) { received.unique == 200_000 })
+            consumer.stop()
+        }
+        #expect(received.all == Set(values))
+    }
+}
