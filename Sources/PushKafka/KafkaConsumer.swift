@@ -142,7 +142,7 @@ public final class KafkaConsumer: Sendable {
                     }
                     continue
                 }
-                batch.append(KafkaRecord(message: m))
+                batch.append(KafkaRecord(message: message))
             }
             if !batch.isEmpty {
                 offsets.withTracker { t in for r in batch { t.received(r.topicPartition, offset: r.offset) } }
@@ -204,11 +204,13 @@ public final class KafkaConsumer: Sendable {
 }
 
 extension KafkaRecord {
-    init(message m: rd_kafka_message_t) {
+    /// Copies a polled message. It takes librdkafka's pointer, not a copy of the struct: the timestamp is read from
+    /// librdkafka's larger message object that the struct is the head of.
+    init(message pointer: UnsafeMutablePointer<rd_kafka_message_t>) {
+        let m = pointer.pointee
         let topic = String(cString: rd_kafka_topic_name(m.rkt))
         var type = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
-        var message = m
-        let timestamp = rd_kafka_message_timestamp(&message, &type)
+        let timestamp = rd_kafka_message_timestamp(pointer, &type)
         let value = m.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: m.len)) } ?? []
         let key = m.key.map { Array(UnsafeRawBufferPointer(start: $0, count: m.key_len)) }
         self.init(topic: topic, partition: m.partition, offset: m.offset, timestamp: timestamp, key: key, value: value)

@@ -143,3 +143,68 @@ func drive(_ consumer: KafkaConsumer, _ received: Received) async {
         #expect(received.all == Set(values))
     }
 }
+
+/// Replay on noida-db, which (unlike the mock cluster) answers offsets-for-times.
+@Suite(.serialized) struct ReplayTests {
+    func replay(_ broker: Broker, _ start: KafkaReplayReader.Start) async throws -> [KafkaRecord] {
+        let reader = try KafkaReplayReader(properties: ["bootstrap.servers": broker.bootstrapServers, "log_level": "3"], topic: "history", start: start)
+        return await withTaskGroup(of: [KafkaRecord].self) { group in
+            group.addTask {
+                await reader.run()
+                return []
+            }
+            group.addTask {
+                var all: [KafkaRecord] = []
+                for await batch in reader.records { all += batch }
+                return all
+            }
+            var out: [KafkaRecord] = []
+            for await part in group { out += part }
+            return out
+        }
+    }
+
+    @Test func replayByOffsetsAndByTimestampReadsExactlyTheRange() async throws {
+        let broker = try Broker()
+        defer { broker.stop() }
+        try KafkaAdmin.createTopics(bootstrapServers: broker.bootstrapServers, [("history", 2)])
+        try await produce(broker.bootstrapServers, topic: "history", (0..<100).map { "early\($0)" })
+        let all = try await replay(broker, .earliest)
+        #expect(all.count == 100)
+        // A boundary strictly after every early record's timestamp.
+        let boundary = all.map(\.timestamp).max()! + 1
+        while Int64(Date().timeIntervalSince1970 * 1000) <= boundary { await Task.yield() }
+        try await produce(broker.bootstrapServers, topic: "history", (0..<100).map { "late\($0)" })
+
+        let byTime = try await replay(broker, .timestamp(boundary))
+        #expect(Set(byTime.map { String(decoding: $0.value, as: UTF8.self) }) == Set((0..<100).map { "late\($0)" }))
+        #expect(byTime.count == 100)
+
+        let start: [Int32: Int64] = [0: 10, 1: 20]
+        let byOffset = try await replay(broker, .offsets(start))
+        let everything = try await replay(broker, .earliest)
+        let expected = everything.filter { $0.offset >= start[$0.partition]! }.map { "\($0.partition):\($0.offset)" }
+        #expect(Set(byOffset.map { "\($0.partition):\($0.offset)" }) == Set(expected))
+        #expect(byOffset.count == expected.count)
+    }
+
+    @Test func aReplayLeavesTheGroupsOffsetsAndAResetMovesThem() async throws {
+        let broker = try Broker()
+        defer { broker.stop() }
+        try KafkaAdmin.createTopics(bootstrapServers: broker.bootstrapServers, [("history", 1)])
+        try await produce(broker.bootstrapServers, topic: "history", (0..<40).map { "h\($0)" })
+        let p0 = TopicPartition(topic: "history", partition: 0)
+        try KafkaAdmin.commitGroupOffsets(bootstrapServers: broker.bootstrapServers, group: "workers", [p0: 25])
+        _ = try await replay(broker, .earliest)
+        // The worker group resumes where its committed offset says, untouched by the replay.
+        let received = Received()
+        let consumer = try member(broker.bootstrapServers, group: "workers", topic: "history", into: received)
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await consumer.run() }
+            group.addTask { await drive(consumer, received) }
+            #expect(await eventually { received.unique == 15 })
+            consumer.stop()
+        }
+        #expect(received.all == Set((25..<40).map { "h\($0)" }))
+    }
+}
