@@ -104,9 +104,16 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // What several test targets share (the test PKI).
+        .target(
+            name: "PushTestSupport",
+            path: "Tests/PushTestSupport",
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "PushGatewayTests",
             dependencies: [
+                "PushTestSupport",
                 "PushGateway",
                 "PushSimulator",
                 "PushCore",
@@ -129,6 +136,7 @@ let package = Package(
         .testTarget(
             name: "PushSimulatorTests",
             dependencies: [
+                "PushTestSupport",
                 "PushSimulator",
                 "PushCore",
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -2,28 +2,13 @@ import Foundation
 import NIOCore
 import PushCore
 import PushSimulator
+import PushTestSupport
 import Synchronization
 import Testing
 @testable import PushGateway
 
-/// The test PKI, made by `scripts/gen-pki` (idempotent) the first time a test asks.
-enum PKI {
-    static let directory: String = {
-        var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
-        parts.removeLast(3)
-        let root = parts.joined(separator: "/")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = ["\(root)/scripts/gen-pki", "\(root)/pki"]
-        process.standardOutput = FileHandle.nullDevice
-        try! process.run()
-        process.waitUntilExit()
-        precondition(process.terminationStatus == 0, "scripts/gen-pki failed")
-        return "\(root)/pki"
-    }()
-
-    static func path(_ name: String) -> String { "\(directory)/\(name)" }
-}
+/// The test PKI (shared with the simulator tests).
+typealias PKI = TestPKI
 
 /// Collects outcomes from the engine's threads.
 final class OutcomeLog: Sendable {

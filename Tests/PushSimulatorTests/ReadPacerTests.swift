@@ -1,5 +1,6 @@
 import NIOCore
 import NIOEmbedded
+import PushTestSupport
 import Testing
 @testable import PushSimulator
 

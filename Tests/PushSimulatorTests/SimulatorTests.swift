@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import PushCore
+import PushTestSupport
 import Testing
 @testable import PushSimulator
 

@@ -3,26 +3,10 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import PushCore
+import PushTestSupport
 @testable import PushSimulator
 
-/// The test PKI, made by `scripts/gen-pki` (idempotent) under the checkout's `pki/` the first time a test asks.
-enum TestPKI {
-    static let directory: String = {
-        var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
-        parts.removeLast(3)  // Tests/PushSimulatorTests/TestSupport.swift
-        let root = parts.joined(separator: "/")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = ["\(root)/scripts/gen-pki", "\(root)/pki"]
-        process.standardOutput = FileHandle.nullDevice
-        try! process.run()
-        process.waitUntilExit()
-        precondition(process.terminationStatus == 0, "scripts/gen-pki failed")
-        return "\(root)/pki"
-    }()
-
-    static func path(_ name: String) -> String { "\(directory)/\(name)" }
-
+extension TestPKI {
     static func simulatorConfiguration() -> SimulatorConfiguration {
         var c = SimulatorConfiguration(
             certificatePath: path("server.pem"), privateKeyPath: path("server-key.pem"), caPath: path("ca.pem"))
