@@ -127,6 +127,14 @@ let package = Package(
             dependencies: ["PushKafka"],
             swiftSettings: strict
         ),
+        // A helper process for the Kafka integration tests: the mock cluster as a broker process, or a group member
+        // that a test can kill.
+        .executableTarget(
+            name: "kafka-test-helper",
+            dependencies: ["PushKafka"],
+            path: "Tests/KafkaTestHelper",
+            swiftSettings: strict
+        ),
         // Against a separately started broker process (scripts/kafka-broker), with real consumer groups.
         .testTarget(
             name: "PushKafkaIntegrationTests",

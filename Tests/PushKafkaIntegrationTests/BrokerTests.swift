@@ -15,9 +15,13 @@ final class Broker: Sendable {
         return parts.joined(separator: "/")
     }()
 
+    /// Suites run in parallel: every broker gets a port and a folder of its own.
+    private static let instances = Atomic<Int>(0)
+
     init() throws {
-        dataDirectory = NSTemporaryDirectory() + "pushworker-broker-\(getpid())"
-        let port = 20_000 + Int(getpid() % 10_000)
+        let instance = Broker.instances.add(1, ordering: .relaxed).newValue
+        dataDirectory = NSTemporaryDirectory() + "pushworker-broker-\(getpid())-\(instance)"
+        let port = 20_000 + Int(getpid() % 2_000) * 4 + instance % 4
         let output = try Broker.script(["start", dataDirectory, String(port)])
         bootstrapServers = output.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").last.map(String.init) ?? ""
         precondition(bootstrapServers.hasPrefix("127.0.0.1:"), "scripts/kafka-broker start printed \(output)")
