@@ -182,6 +182,13 @@ if ProcessInfo.processInfo.environment["PUSHWORKER_BENCHMARKS"] == "1" {
         ))
     package.targets.append(
         .executableTarget(
+            name: "KafkaConsumeBenchmark",
+            dependencies: ["PushKafka"],
+            path: "Benchmarks/KafkaConsumeBenchmark",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ))
+    package.targets.append(
+        .executableTarget(
             name: "SimulatorBenchmarks",
             dependencies: [
                 "PushCore",

@@ -29,6 +29,11 @@ public final class OffsetBook: Sendable {
         tracker.withLock { $0.outcomeKnown(record.topicPartition, offset: record.offset) }
     }
 
+    /// Marks the outcomes of a batch of records as known, under one lock.
+    public func outcomeKnown(_ records: [KafkaRecord]) {
+        tracker.withLock { t in for r in records { t.outcomeKnown(r.topicPartition, offset: r.offset) } }
+    }
+
     public func outputPending(_ record: KafkaRecord) {
         tracker.withLock { $0.outputPending(record.topicPartition, offset: record.offset) }
     }
