@@ -76,12 +76,26 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The worker: the pipeline that joins Kafka, validation and delivery; the demo.
+        .target(
+            name: "PushWorker",
+            dependencies: [
+                "PushCore",
+                "PushGateway",
+                "PushKafka",
+                "PushSimulator",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         // The subcommands of the `pushworker` executable; a library so tests can drive them in-process.
         .target(
             name: "PushWorkerCLI",
             dependencies: [
                 "PushCore",
                 "PushSimulator",
+                "PushWorker",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -153,6 +167,11 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "PushWorkerTests",
+            dependencies: ["PushWorker", "PushTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,4 +1,5 @@
 import ArgumentParser
+import PushWorker
 
 #if canImport(Glibc)
 import Glibc
@@ -60,16 +61,35 @@ enum StandardError {
     }
 }
 
-/// `pushworker demo`: the whole flow on an embedded default. It arrives with the worker.
+/// `pushworker demo`: the whole flow on an embedded default.
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Runs the whole flow on an embedded Kafka cluster and gateway simulator (not yet available)."
+        abstract: "Runs the whole flow on an in-process Kafka cluster and gateway simulator, then summarises it.",
+        discussion: """
+            Kafka is librdkafka's in-process mock cluster and the gateway is pushworker's simulator, over TLS with \
+            the test certificates of scripts/gen-pki (scripts/demo makes them). A sample stream of events (valid \
+            ones, a token the gateway rejects, a malformed event, a bad token, an expired event, a too-large \
+            payload, an unknown app, an alert that is shortened) goes through the worker's pipeline while the \
+            gateway shuts connections down (status 10) every 50 notifications; then the feedback service is read.
+            """
     )
 
+    @Option(help: "The folder scripts/gen-pki wrote the test certificates to.")
+    var pki = "pki"
+
     func run() async throws {
-        StandardError.write(
-            "pushworker demo: not yet available in this build; it arrives with the worker (see the README).\n")
-        throw ExitCode.failure
+        for file in ["ca.pem", "server.pem", "server-key.pem", "app.pem", "app-key.pem"] {
+            guard access("\(pki)/\(file)", R_OK) == 0 else {
+                throw CLIError.usage("--pki: \(pki)/\(file) is missing; run scripts/gen-pki (scripts/demo does)")
+            }
+        }
+        do {
+            try await Demo.run(pkiDirectory: pki) { line in printLine(line) }
+        } catch let error as CLIError {
+            throw error
+        } catch {
+            throw CLIError.failure("demo failed: \(error)")
+        }
     }
 }

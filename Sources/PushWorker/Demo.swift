@@ -1,0 +1,184 @@
+import Foundation
+import Logging
+import PushCore
+import PushGateway
+import PushKafka
+import PushSimulator
+import Synchronization
+
+/// `pushworker demo`: the whole flow on an embedded default — librdkafka's in-process mock cluster as Kafka, the
+/// gateway simulator in-process — with a sample stream of events, live progress, and a readable summary.
+public enum Demo {
+    static let app = "com.example.app"
+    static let inputTopic = "notifications"
+    static let errorTopic = "notification-errors"
+    static let feedbackTopic = "notification-feedback"
+
+    /// The sample stream: valid notifications and one of each kind of trouble.
+    static func sampleEvents(now: Int64) -> [(String, String)] {
+        func token(_ i: Int) -> String { String(format: "%064x", 0xA11CE000 + i) }
+        var events: [(String, String)] = (1...120).map { i in
+            let payload = i % 3 == 0
+                ? #"{"aps":{"alert":{"title":"Order \#(i)","body":"Your order has shipped"},"badge":\#(i % 9)},"order":\#(i)}"#
+                : #"{"aps":{"alert":"Hello #\#(i)","sound":"default"}}"#
+            return ("valid", #"{"id":"order-\#(i)","app":"\#(app)","token":"\#(token(i))","payload":\#(payload)}"#)
+        }
+        events.insert(("token the gateway rejects (status 8)", #"{"id":"gone-device","app":"\#(app)","token":"\#(String(repeating: "de", count: 32))","payload":{"aps":{"alert":"Anyone there?"}}}"#), at: 30)
+        events.insert(("malformed", #"{"id":"broken-1","app":"\#(app)","token":"abcd","payload":"#), at: 45)
+        events.insert(("bad token format", #"{"id":"typo-1","app":"\#(app)","token":"not-hex","payload":{"aps":{"alert":"x"}}}"#), at: 50)
+        events.insert(("expired", #"{"id":"too-late-1","app":"\#(app)","token":"\#(token(999))","payload":{"aps":{"alert":"Sale ends now"}},"expiration":\#(now - 3600)}"#), at: 60)
+        events.insert(("payload too large", #"{"id":"huge-1","app":"\#(app)","token":"\#(token(998))","payload":{"aps":{"alert":"\#(String(repeating: "A", count: 2100))"}}}"#), at: 70)
+        events.insert(("unknown app", #"{"id":"stranger-1","app":"com.example.unknown","token":"\#(token(997))","payload":{"aps":{"alert":"hi"}}}"#), at: 80)
+        events.append(("a long alert to shorten", #"{"id":"long-1","app":"\#(app)","token":"\#(token(996))","truncate_alert":true,"payload":{"aps":{"alert":"\#(String(repeating: "Long story… ", count: 250))"}}}"#))
+        return events
+    }
+
+    public static func run(pkiDirectory pki: String, print say: @escaping @Sendable (String) -> Void) async throws {
+        let started = ContinuousClock.now
+        var quiet = Logger(label: "pushworker.demo")
+        quiet.logLevel = .error
+        say("pushworker demo: Kafka = librdkafka's in-process mock cluster, gateway = pushworker's simulator (TLS, client certificates from \(pki))")
+
+        // Kafka
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic(inputTopic, partitions: 3)
+        try cluster.createTopic(errorTopic, partitions: 1)
+        try cluster.createTopic(feedbackTopic, partitions: 1)
+
+        // The gateway: a status-10 shutdown every 50 notifications on a connection, one token it calls invalid,
+        // and a feedback list.
+        var simulatorConfiguration = SimulatorConfiguration(
+            certificatePath: "\(pki)/server.pem", privateKeyPath: "\(pki)/server-key.pem", caPath: "\(pki)/ca.pem")
+        simulatorConfiguration.recordInMemory = true
+        simulatorConfiguration.shutdownEvery = 50
+        simulatorConfiguration.invalidTokens = [Array(repeating: 0xDE, count: 32)]
+        simulatorConfiguration.feedback = [FeedbackEntry(
+            tuple: FeedbackTuple(timestamp: 1_795_000_000, token: try DeviceToken(hex: String(repeating: "fe", count: 32))), app: app)]
+        let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: quiet)
+        let addresses = try await simulator.start()
+        say("gateway simulator listening: \(addresses.json)")
+
+        let endpoint = AppEndpoint(
+            app: app, environment: .production, gatewayHost: "127.0.0.1", gatewayPort: addresses.gatewayPort,
+            feedbackHost: "127.0.0.1", feedbackPort: addresses.feedbackPort, connections: 2, format: .frame,
+            certificatePath: "\(pki)/app.pem", privateKeyPath: "\(pki)/app-key.pem", caPath: "\(pki)/ca.pem")
+        var delivery = DeliveryConfiguration()
+        delivery.acceptanceWindow = .milliseconds(300)
+        delivery.reconnectInitial = .milliseconds(20)
+        delivery.reconnectMaximum = .milliseconds(200)
+
+        let producer = try KafkaProducer(properties: ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"], logger: quiet)
+        let consumer = try KafkaConsumer(
+            properties: ["bootstrap.servers": cluster.bootstrapServers, "group.id": "pushworker-demo", "log_level": "3",
+                         "session.timeout.ms": "6000", "auto.commit.interval.ms": "200"],
+            topics: [inputTopic], maxOutstanding: 10_000, logger: quiet)
+        let pipeline = try Pipeline(
+            configuration: PipelineConfiguration(deliveryErrorTopic: errorTopic, endpoints: [endpoint]),
+            consumer: consumer, producer: producer, delivery: delivery, logger: quiet,
+            wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
+
+        let samples = sampleEvents(now: Int64(Date().timeIntervalSince1970))
+        let outputsAcknowledged = Atomic<Int>(0)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await producer.run() }
+            group.addTask { await consumer.run() }
+            group.addTask { try await pipeline.run() }
+
+            for (_, json) in samples {
+                producer.produce(topic: inputTopic, key: nil, value: Array(json.utf8)) {}
+            }
+            say("produced \(samples.count) events to '\(inputTopic)' (3 partitions): \(samples.count - 6) valid (one with a long alert to shorten) and one each of: " +
+                samples.map(\.0).filter { $0 != "valid" && $0 != "a long alert to shorten" }.joined(separator: ", "))
+
+            // Live progress until every record is settled (outcome known, output events acknowledged).
+            var lastLine = ""
+            let deadline = ContinuousClock.now.advanced(by: .seconds(60))
+            while true {
+                let c = pipeline.snapshot
+                let line = "  consumed \(c.consumed)/\(samples.count) · accepted \(c.accepted) · error events \(c.errorsByReason.values.reduce(0, +)) · unsettled \(consumer.offsets.outstanding)"
+                if line != lastLine {
+                    say(line)
+                    lastLine = line
+                }
+                if c.consumed == samples.count && consumer.offsets.outstanding == 0 { break }
+                guard ContinuousClock.now < deadline else { throw DemoError("the demo did not settle within a minute") }
+                try await Task.sleep(for: .milliseconds(100))  // progress display cadence, not synchronisation
+            }
+
+            // Feedback: read the service once and produce one event per tuple.
+            let feedback = try await FeedbackClient(endpoint: endpoint).fetch()
+            for tuple in feedback.tuples {
+                let event = FeedbackEvent(app: app, environment: .production, token: tuple.token, timestamp: tuple.timestamp,
+                                          receivedAt: Int64(Date().timeIntervalSince1970 * 1000))
+                producer.produce(topic: feedbackTopic, key: Array(event.messageKey.utf8), value: event.json()) {
+                    outputsAcknowledged.add(1, ordering: .relaxed)
+                }
+            }
+            while outputsAcknowledged.load(ordering: .relaxed) < feedback.tuples.count { await Task.yield() }
+            say("feedback service: \(feedback.tuples.count) tuples → '\(feedbackTopic)'")
+
+            try consumer.commitStoredOffsets()
+            let committed = try consumer.committed((0..<3).map { TopicPartition(topic: inputTopic, partition: $0) })
+            let unsettled = await pipeline.stop()
+            consumer.stop()
+            producer.stop()
+            try await group.waitForAll()
+
+            // Summary
+            let counts = pipeline.snapshot
+            let recorded = simulator.recorded
+            let summary = simulator.summary
+            await simulator.stop()
+            say("")
+            say("== what reached the gateway")
+            say("  \(recorded.count) notifications recorded on \(Set(recorded.map(\.connection)).count) connections; " +
+                "status-10 shutdowns: \(summary.errorResponses[10] ?? 0), resent on new connections, each notification recorded " +
+                "\(Set(recorded.map(\.token)).count == recorded.count ? "exactly once" : "at least once")")
+            if let long = recorded.first(where: { $0.payload.count > 1800 }) {
+                say("  the long alert went out shortened to \(long.payload.count) bytes, ending \"…\(String(decoding: long.payload.suffix(12), as: UTF8.self))\"")
+            }
+            say("== '\(errorTopic)': \(counts.errorsByReason.values.reduce(0, +)) events")
+            for (reason, n) in counts.errorsByReason.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                say("  \(reason.rawValue): \(n)")
+            }
+            let errors = try await readTopic(cluster.bootstrapServers, errorTopic)
+            for e in errors.filter({ ["invalid_token", "malformed_event"].contains(reasonOf($0)) }) {
+                say("  e.g. " + String(decoding: e.value, as: UTF8.self))
+            }
+            let feedbackEvents = try await readTopic(cluster.bootstrapServers, feedbackTopic)
+            say("== '\(feedbackTopic)': \(feedbackEvents.count) events")
+            for e in feedbackEvents { say("  " + String(decoding: e.value, as: UTF8.self)) }
+            say("== offsets committed for group 'pushworker-demo' on '\(inputTopic)': " +
+                committed.sorted { $0.key.partition < $1.key.partition }.map { "[\($0.key.partition)] \($0.value)" }.joined(separator: ", ") +
+                " (\(unsettled) left without an outcome)")
+            say("done in \(String(format: "%.1f", Double((ContinuousClock.now - started).components.seconds) + Double((ContinuousClock.now - started).components.attoseconds) * 1e-18)) s")
+        }
+    }
+
+    static func reasonOf(_ record: KafkaRecord) -> String? {
+        (try? JSONValue(parsing: record.value))?["reason"]?.stringValue
+    }
+
+    static func readTopic(_ servers: String, _ topic: String) async throws -> [KafkaRecord] {
+        let reader = try KafkaReplayReader(properties: ["bootstrap.servers": servers, "log_level": "3"], topic: topic, start: .earliest)
+        return await withTaskGroup(of: [KafkaRecord].self) { group in
+            group.addTask {
+                await reader.run()
+                return []
+            }
+            group.addTask {
+                var all: [KafkaRecord] = []
+                for await batch in reader.records { all += batch }
+                return all
+            }
+            var out: [KafkaRecord] = []
+            for await part in group { out += part }
+            return out
+        }
+    }
+}
+
+struct DemoError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

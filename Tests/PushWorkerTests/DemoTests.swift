@@ -1,0 +1,26 @@
+import PushTestSupport
+import Synchronization
+import Testing
+@testable import PushWorker
+
+/// The demo runs the worker's pipeline end to end (mock cluster, simulator over TLS); its summary is checked here.
+@Suite struct DemoTests {
+    @Test func theDemoDeliversEveryValidEventAndReportsEveryBadOne() async throws {
+        let lines = Mutex<[String]>([])
+        try await Demo.run(pkiDirectory: TestPKI.directory) { line in lines.withLock { $0.append(line) } }
+        let output = lines.withLock { $0.joined(separator: "\n") }
+        #expect(output.contains("121 notifications recorded"), "\(output)")
+        #expect(output.contains("each notification recorded exactly once"))
+        #expect(!output.contains("status-10 shutdowns: 0"))
+        #expect(output.contains("'notification-errors': 6 events"))
+        for reason in ["expired", "invalid_token", "invalid_token_format", "malformed_event", "payload_too_large", "unknown_app"] {
+            #expect(output.contains("  \(reason): 1"), "\(reason)")
+        }
+        #expect(output.contains("'notification-feedback': 2 events"))
+        #expect(output.contains("(0 left without an outcome)"))
+        // Every one of the 127 records is committed: the three partitions' offsets add up to it.
+        let committedLine = output.split(separator: "\n").first { $0.contains("offsets committed") }!
+        let offsets = committedLine.split(separator: "]").dropFirst().compactMap { Int($0.split(separator: " ").first!.split(separator: ",").first!) }
+        #expect(offsets.reduce(0, +) == 127, "\(committedLine)")
+    }
+}
