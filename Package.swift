@@ -23,6 +23,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     ],
     targets: [
@@ -86,6 +87,7 @@ let package = Package(
                 "PushSimulator",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Yams", package: "Yams"),
             ],
             swiftSettings: strict
         ),

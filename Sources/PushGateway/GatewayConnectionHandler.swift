@@ -37,6 +37,9 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
     typealias OutboundOut = ByteBuffer
 
     static let batchSize = 256
+    /// Batches written per turn of the event loop; then the loop polls the socket (an error response may be
+    /// waiting) before the next turn writes more.
+    static let batchesPerTurn = 8
 
     private let pool: ConnectionPool
     private let slot: Int
@@ -49,6 +52,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
     private var carried = false
     private var lastActivity: ContinuousClock.Instant
     private var timer: RepeatedTask?
+    private var pumpScheduled = false
 
     init(pool: ConnectionPool, slot: Int) {
         self.pool = pool
@@ -144,7 +148,8 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
-    /// Writes what the pool has, batch by batch, while the channel can take it.
+    /// Writes what the pool has, batch by batch, while the channel can take it: a few batches per turn of the
+    /// event loop, so that an error response is read between turns rather than after everything was written.
     func pump() {
         guard ready, machine.isOpen, let context else { return }
         let now = clock.now
@@ -154,9 +159,15 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
             context.close(promise: nil)
             return
         }
+        var batches = 0
         while context.channel.isWritable {
+            if batches == Self.batchesPerTurn {
+                continueNextTurn(context)
+                return
+            }
             let batch = pool.take(max: Self.batchSize, slot: slot)
             if batch.isEmpty { break }
+            batches += 1
             let unixNow = unixSeconds()
             var buffer = context.channel.allocator.buffer(capacity: batch.count * (batch[0].frame.readableBytes + 16))
             var expired: [DeliveryOutcome] = []
@@ -176,11 +187,32 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
         }
     }
 
+    /// Pumps again on the next turn of the event loop, after it has polled the sockets.
+    private func continueNextTurn(_ context: ChannelHandlerContext) {
+        guard !pumpScheduled else { return }
+        pumpScheduled = true
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: .zero) {
+            loopBound.value.pumpScheduled = false
+            loopBound.value.pump()
+        }
+    }
+
+    /// The acceptance window: what passed it by now is accepted on the next turn of the event loop, after the
+    /// loop has polled the socket, so that an error response already received is read first (it settles those
+    /// notifications instead). Deciding and accepting in one turn would accept notifications whose error response
+    /// sat unread behind a long write.
     private func tick() {
         let now = clock.now
-        let accepted = machine.acceptDue(now: now)
-        if !accepted.isEmpty { pool.report(accepted) }
         if ready { pool.stillHealthy(at: now) }
+        guard let context, machine.inFlight.first.map({ $0.sentAt.advanced(by: machine.acceptanceWindow) <= now }) == true else { return }
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: .zero) {
+            let handler = loopBound.value
+            guard handler.machine.isOpen else { return }
+            let accepted = handler.machine.acceptDue(now: now)
+            if !accepted.isEmpty { handler.pool.report(accepted) }
+        }
     }
 }
 

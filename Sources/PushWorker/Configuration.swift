@@ -1,0 +1,350 @@
+import PushCore
+import PushGateway
+import Yams
+
+/// The worker's configuration (SPEC section 7): a YAML file, every key also settable from the environment
+/// (`PUSHWORKER_` + the upper-cased path with `_`, e.g. `PUSHWORKER_KAFKA_BROKERS`). Lists come from the
+/// environment comma-separated; maps and the `apps` list as JSON. Unknown keys, in the file or as `PUSHWORKER_*`
+/// variables, are errors naming them.
+public struct WorkerConfiguration: Sendable, Equatable {
+    public struct Kafka: Sendable, Equatable {
+        public var brokers = "127.0.0.1:9092"
+        public var groupID = "pushworker"
+        public var inputTopics = ["notifications"]
+        public var deliveryErrorTopic = "notification-errors"
+        public var feedbackTopic = "notification-feedback"
+        public var deliveryReportTopic: String?
+        public var properties: [String: String] = [:]
+        public var consumerProperties: [String: String] = [:]
+        public var producerProperties: [String: String] = [:]
+    }
+
+    public struct App: Sendable, Equatable {
+        public var bundleID: String
+        public var environment: APNsEnvironment
+        public var certificate: String
+        public var privateKey: String
+        public var privateKeyPassphraseFile: String?
+        /// `host:port`; nil means Apple's host for the environment.
+        public var gateway: String?
+        public var feedback: String?
+        public var connections = 2
+        public var format: NotificationFormat = .frame
+    }
+
+    public struct Delivery: Sendable, Equatable {
+        public var acceptanceWindowMilliseconds = 1000
+        public var maxInFlight = 100_000
+        public var maxAttempts = 5
+        public var defaultTTLSeconds = 86400
+        public var reconnectInitialMilliseconds = 500
+        public var reconnectMaximumMilliseconds = 60_000
+        public var reconnectResetAfterSeconds = 30
+    }
+
+    public var kafka = Kafka()
+    public var apps: [App] = []
+    public var caFile: String?
+    public var delivery = Delivery()
+    public var feedbackIntervalSeconds = 86400
+    public var spoolDirectory = "./spool"
+    public var httpListen = "127.0.0.1:9464"
+    public var logLevel = "info"
+    public var logFormat = "json"
+
+    /// Reads the YAML text, then the environment on top of it.
+    public init(yaml: String, environment: [String: String]) throws(ConfigurationError) {
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: yaml)
+        } catch {
+            throw ConfigurationError(key: "(file)", "not valid YAML: \(error)")
+        }
+        let reader = ConfigReader(environment: environment)
+        let top = try reader.section(root, path: "")
+        try self.init(reader: reader, top: top)
+        try reader.rejectUnusedEnvironment()
+    }
+
+    private init(reader r: ConfigReader, top: ConfigSection) throws(ConfigurationError) {
+        let k = try r.section(top.take("kafka"), path: "kafka")
+        kafka.brokers = try r.string(k, "brokers") ?? kafka.brokers
+        kafka.groupID = try r.string(k, "group_id") ?? kafka.groupID
+        kafka.inputTopics = try r.stringList(k, "input_topics") ?? kafka.inputTopics
+        guard !kafka.inputTopics.isEmpty else { throw ConfigurationError(key: "kafka.input_topics", "must name at least one topic") }
+        kafka.deliveryErrorTopic = try r.string(k, "delivery_error_topic") ?? kafka.deliveryErrorTopic
+        kafka.feedbackTopic = try r.string(k, "feedback_topic") ?? kafka.feedbackTopic
+        kafka.deliveryReportTopic = try r.string(k, "delivery_report_topic")
+        kafka.properties = try r.stringMap(k, "properties") ?? [:]
+        kafka.consumerProperties = try r.stringMap(k, "consumer_properties") ?? [:]
+        kafka.producerProperties = try r.stringMap(k, "producer_properties") ?? [:]
+        try k.rejectUnknown()
+
+        for (index, node) in try r.list(top.take("apps"), path: "apps").enumerated() {
+            let a = try r.section(node, path: "apps[\(index)]")
+            func required(_ key: String) throws(ConfigurationError) -> String {
+                guard let value = try r.string(a, key) else { throw ConfigurationError(key: "\(a.path).\(key)", "is required") }
+                return value
+            }
+            var app = App(
+                bundleID: try required("bundle_id"), environment: .production, certificate: try required("certificate"),
+                privateKey: try required("private_key"))
+            app.environment = try r.choice(a, "environment", APNsEnvironment.init(rawValue:)) ?? .production
+            app.privateKeyPassphraseFile = try r.string(a, "private_key_passphrase_file")
+            app.gateway = try r.hostPort(a, "gateway")
+            app.feedback = try r.hostPort(a, "feedback")
+            app.connections = try r.int(a, "connections", in: 1...64) ?? app.connections
+            app.format = try r.choice(a, "protocol", NotificationFormat.init(rawValue:)) ?? .frame
+            try a.rejectUnknown()
+            if apps.contains(where: { $0.bundleID == app.bundleID && $0.environment == app.environment }) {
+                throw ConfigurationError(key: "apps[\(index)]", "\(app.bundleID) (\(app.environment.rawValue)) is configured twice")
+            }
+            apps.append(app)
+        }
+        guard !apps.isEmpty else { throw ConfigurationError(key: "apps", "must list at least one app") }
+
+        let t = try r.section(top.take("tls"), path: "tls")
+        caFile = try r.string(t, "ca_file")
+        try t.rejectUnknown()
+
+        let d = try r.section(top.take("delivery"), path: "delivery")
+        delivery.acceptanceWindowMilliseconds = try r.int(d, "acceptance_window_ms", in: 1...600_000) ?? delivery.acceptanceWindowMilliseconds
+        delivery.maxInFlight = try r.int(d, "max_in_flight", in: 1...100_000_000) ?? delivery.maxInFlight
+        delivery.maxAttempts = try r.int(d, "max_attempts", in: 1...1000) ?? delivery.maxAttempts
+        delivery.defaultTTLSeconds = try r.int(d, "default_ttl_s", in: 0...4_294_967_295) ?? delivery.defaultTTLSeconds
+        let rc = try r.section(d.take("reconnect"), path: "delivery.reconnect")
+        delivery.reconnectInitialMilliseconds = try r.int(rc, "initial_ms", in: 1...3_600_000) ?? delivery.reconnectInitialMilliseconds
+        delivery.reconnectMaximumMilliseconds = try r.int(rc, "max_ms", in: 1...86_400_000) ?? delivery.reconnectMaximumMilliseconds
+        delivery.reconnectResetAfterSeconds = try r.int(rc, "reset_after_s", in: 0...86_400) ?? delivery.reconnectResetAfterSeconds
+        try rc.rejectUnknown()
+        try d.rejectUnknown()
+        if delivery.reconnectMaximumMilliseconds < delivery.reconnectInitialMilliseconds {
+            throw ConfigurationError(key: "delivery.reconnect.max_ms", "must not be below initial_ms")
+        }
+
+        let f = try r.section(top.take("feedback"), path: "feedback")
+        feedbackIntervalSeconds = try r.int(f, "interval_s", in: 1...31_536_000) ?? feedbackIntervalSeconds
+        spoolDirectory = try r.string(f, "spool_dir") ?? spoolDirectory
+        try f.rejectUnknown()
+
+        let h = try r.section(top.take("http"), path: "http")
+        httpListen = try r.hostPort(h, "listen") ?? httpListen
+        try h.rejectUnknown()
+
+        let l = try r.section(top.take("log"), path: "log")
+        logLevel = try r.choice(l, "level") { ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains($0) ? $0 : nil } ?? logLevel
+        logFormat = try r.choice(l, "format") { ["json", "text"].contains($0) ? $0 : nil } ?? logFormat
+        try l.rejectUnknown()
+        try top.rejectUnknown()
+    }
+}
+
+/// A configuration problem, naming the key (a dotted path, or the environment variable).
+public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var key: String
+    public var problem: String
+
+    public init(key: String, _ problem: String) {
+        self.key = key
+        self.problem = problem
+    }
+
+    public var description: String { "\(key): \(problem)" }
+}
+
+/// A mapping of the file with its path, handing out keys and remembering which were taken.
+final class ConfigSection {
+    let path: String
+    private var members: [(String, Node)]
+    private var taken: Set<String> = []
+
+    init(path: String, members: [(String, Node)]) {
+        self.path = path
+        self.members = members
+    }
+
+    func take(_ key: String) -> Node? {
+        taken.insert(key)
+        return members.last { $0.0 == key }?.1
+    }
+
+    func key(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+
+    func rejectUnknown() throws(ConfigurationError) {
+        if let unknown = members.first(where: { !taken.contains($0.0) }) {
+            throw ConfigurationError(key: key(unknown.0), "unknown key")
+        }
+    }
+}
+
+/// Reads values from the file, with the environment on top, and remembers which variables were used.
+final class ConfigReader {
+    private let environment: [String: String]
+    private var used: Set<String> = []
+
+    init(environment: [String: String]) {
+        self.environment = environment.filter { $0.key.hasPrefix("PUSHWORKER_") }
+    }
+
+    static func variable(_ path: String) -> String {
+        "PUSHWORKER_" + path.uppercased().replacingOccurrences(of: ".", with: "_").replacingOccurrences(of: "[", with: "_")
+            .replacingOccurrences(of: "]", with: "")
+    }
+
+    /// The environment's value for a key, if it sets one.
+    private func fromEnvironment(_ path: String) -> String? {
+        let name = Self.variable(path)
+        guard let value = environment[name] else { return nil }
+        used.insert(name)
+        return value
+    }
+
+    func rejectUnusedEnvironment() throws(ConfigurationError) {
+        if let unknown = environment.keys.sorted().first(where: { !used.contains($0) }) {
+            throw ConfigurationError(key: unknown, "unknown configuration variable")
+        }
+    }
+
+    private static func isNull(_ node: Node?) -> Bool {
+        guard let node else { return true }
+        if case .scalar(let s) = node, s.style == .plain, ["", "~", "null", "Null", "NULL"].contains(s.string) { return true }
+        return false
+    }
+
+    func section(_ node: Node?, path: String) throws(ConfigurationError) -> ConfigSection {
+        if Self.isNull(node) { return ConfigSection(path: path, members: []) }
+        guard case .mapping(let mapping)? = node else {
+            throw ConfigurationError(key: path.isEmpty ? "(file)" : path, "must be a mapping")
+        }
+        var members: [(String, Node)] = []
+        for (key, value) in mapping {
+            guard case .scalar(let k) = key else { throw ConfigurationError(key: path, "keys must be strings") }
+            members.append((k.string, value))
+        }
+        return ConfigSection(path: path, members: members)
+    }
+
+    func list(_ node: Node?, path: String) throws(ConfigurationError) -> [Node] {
+        if let json = fromEnvironment(path) {
+            do {
+                guard let node = try Yams.compose(yaml: json), case .sequence(let s) = node else {
+                    throw ConfigurationError(key: Self.variable(path), "must be a JSON array")
+                }
+                return Array(s)
+            } catch let error as ConfigurationError {
+                throw error
+            } catch {
+                throw ConfigurationError(key: Self.variable(path), "must be a JSON array")
+            }
+        }
+        if Self.isNull(node) { return [] }
+        guard case .sequence(let s)? = node else { throw ConfigurationError(key: path, "must be a list") }
+        return Array(s)
+    }
+
+    func string(_ s: ConfigSection, _ key: String) throws(ConfigurationError) -> String? {
+        let path = s.key(key)
+        let node = s.take(key)
+        if let value = fromEnvironment(path) { return value == "null" ? nil : value }
+        if Self.isNull(node) { return nil }
+        guard case .scalar(let scalar)? = node else { throw ConfigurationError(key: path, "must be a string") }
+        return scalar.string
+    }
+
+    func int(_ s: ConfigSection, _ key: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int? {
+        guard let text = try string(s, key) else { return nil }
+        guard let value = Int(text), range.contains(value) else {
+            throw ConfigurationError(key: s.key(key), "must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
+        }
+        return value
+    }
+
+    func choice<T>(_ s: ConfigSection, _ key: String, _ make: (String) -> T?) throws(ConfigurationError) -> T? {
+        guard let text = try string(s, key) else { return nil }
+        guard let value = make(text) else { throw ConfigurationError(key: s.key(key), "'\(text)' is not one of the allowed values") }
+        return value
+    }
+
+    func hostPort(_ s: ConfigSection, _ key: String) throws(ConfigurationError) -> String? {
+        guard let text = try string(s, key) else { return nil }
+        guard let colon = text.lastIndex(of: ":"), !text[..<colon].isEmpty, let port = Int(text[text.index(after: colon)...]),
+            (1...65535).contains(port)
+        else { throw ConfigurationError(key: s.key(key), "must be host:port, not '\(text)'") }
+        return text
+    }
+
+    func stringList(_ s: ConfigSection, _ key: String) throws(ConfigurationError) -> [String]? {
+        let path = s.key(key)
+        let node = s.take(key)
+        if let value = fromEnvironment(path) {
+            return value.split(separator: ",").map { $0.trimmingCharacters(in: " ") }.filter { !$0.isEmpty }
+        }
+        if Self.isNull(node) { return nil }
+        guard case .sequence(let seq)? = node else { throw ConfigurationError(key: path, "must be a list of strings") }
+        var out: [String] = []
+        for item in seq {
+            guard case .scalar(let scalar) = item else { throw ConfigurationError(key: path, "must be a list of strings") }
+            out.append(scalar.string)
+        }
+        return out
+    }
+
+    func stringMap(_ s: ConfigSection, _ key: String) throws(ConfigurationError) -> [String: String]? {
+        let path = s.key(key)
+        var node = s.take(key)
+        if let json = fromEnvironment(path) {
+            node = try? Yams.compose(yaml: json)
+            guard case .mapping? = node else { throw ConfigurationError(key: Self.variable(path), "must be a JSON object") }
+        }
+        if Self.isNull(node) { return nil }
+        guard case .mapping(let mapping)? = node else { throw ConfigurationError(key: path, "must be a mapping of strings") }
+        var out: [String: String] = [:]
+        for (k, v) in mapping {
+            guard case .scalar(let ks) = k, case .scalar(let vs) = v else {
+                throw ConfigurationError(key: path, "must be a mapping of strings")
+            }
+            out[ks.string] = vs.string
+        }
+        return out
+    }
+}
+
+extension Substring {
+    fileprivate func trimmingCharacters(in set: String) -> String {
+        var s = self
+        while let f = s.first, set.contains(f) { s.removeFirst() }
+        while let l = s.last, set.contains(l) { s.removeLast() }
+        return String(s)
+    }
+}
+
+extension WorkerConfiguration {
+    /// The delivery endpoints of the configured apps, with Apple's hosts where the file names none.
+    public var endpoints: [AppEndpoint] {
+        apps.map { app in
+            let gateway = app.gateway.map(Self.split) ?? AppEndpoint.defaultGateway(app.environment)
+            let feedback = app.feedback.map(Self.split) ?? AppEndpoint.defaultFeedback(app.environment)
+            return AppEndpoint(
+                app: app.bundleID, environment: app.environment, gatewayHost: gateway.0, gatewayPort: gateway.1,
+                feedbackHost: feedback.0, feedbackPort: feedback.1, connections: app.connections, format: app.format,
+                certificatePath: app.certificate, privateKeyPath: app.privateKey, caPath: caFile)
+        }
+    }
+
+    /// The engine's settings.
+    public var deliveryConfiguration: DeliveryConfiguration {
+        var d = DeliveryConfiguration()
+        d.acceptanceWindow = .milliseconds(delivery.acceptanceWindowMilliseconds)
+        d.maxInFlight = delivery.maxInFlight
+        d.maxAttempts = delivery.maxAttempts
+        d.reconnectInitial = .milliseconds(delivery.reconnectInitialMilliseconds)
+        d.reconnectMaximum = .milliseconds(delivery.reconnectMaximumMilliseconds)
+        d.reconnectResetAfter = .seconds(delivery.reconnectResetAfterSeconds)
+        return d
+    }
+
+    static func split(_ hostPort: String) -> (String, Int) {
+        let colon = hostPort.lastIndex(of: ":")!
+        return (String(hostPort[..<colon]), Int(hostPort[hostPort.index(after: colon)...])!)
+    }
+}

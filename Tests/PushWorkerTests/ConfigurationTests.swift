@@ -1,0 +1,134 @@
+import PushCore
+import Testing
+@testable import PushWorker
+
+/// SPEC section 7's example, with one app.
+let specExample = """
+    kafka:
+      brokers: "127.0.0.1:9092"
+      group_id: pushworker
+      input_topics: [notifications]
+      delivery_error_topic: notification-errors
+      feedback_topic: notification-feedback
+      delivery_report_topic: null        # optional
+      properties: {}
+      consumer_properties: {}
+      producer_properties: {}
+    apps:
+      - bundle_id: com.example.app
+        environment: production
+        certificate: certs/app.pem
+        private_key: certs/app-key.pem
+        private_key_passphrase_file: null
+        gateway: null
+        feedback: null
+        connections: 2
+        protocol: frame
+    tls:
+      ca_file: null
+    delivery:
+      acceptance_window_ms: 1000
+      max_in_flight: 100000
+      max_attempts: 5
+      default_ttl_s: 86400
+      reconnect: { initial_ms: 500, max_ms: 60000, reset_after_s: 30 }
+    feedback:
+      interval_s: 86400
+      spool_dir: ./spool
+    http:
+      listen: "127.0.0.1:9464"
+    log:
+      level: info
+      format: json
+    """
+
+func load(_ yaml: String, _ env: [String: String] = [:]) throws(ConfigurationError) -> WorkerConfiguration {
+    try WorkerConfiguration(yaml: yaml, environment: env)
+}
+
+func problem(_ yaml: String, _ env: [String: String] = [:]) -> ConfigurationError? {
+    do {
+        _ = try load(yaml, env)
+        return nil
+    } catch {
+        return error
+    }
+}
+
+@Suite struct ConfigurationTests {
+    @Test func theSpecExampleLoadsWithItsValues() throws {
+        let c = try load(specExample)
+        #expect(c.kafka.brokers == "127.0.0.1:9092")
+        #expect(c.kafka.inputTopics == ["notifications"])
+        #expect(c.kafka.deliveryReportTopic == nil)
+        #expect(c.apps.count == 1)
+        #expect(c.apps[0].bundleID == "com.example.app")
+        #expect(c.apps[0].environment == .production)
+        #expect(c.apps[0].format == .frame)
+        #expect(c.apps[0].gateway == nil)
+        #expect(c.delivery.reconnectMaximumMilliseconds == 60000)
+        #expect(c.httpListen == "127.0.0.1:9464")
+        #expect(c.logFormat == "json")
+    }
+
+    @Test func defaultsFillWhatTheFileLeavesOut() throws {
+        let c = try load("apps: [{bundle_id: a.b, certificate: c.pem, private_key: k.pem}]")
+        #expect(c.kafka.groupID == "pushworker")
+        #expect(c.delivery.acceptanceWindowMilliseconds == 1000)
+        #expect(c.delivery.maxInFlight == 100_000)
+        #expect(c.apps[0].connections == 2)
+        #expect(c.spoolDirectory == "./spool")
+    }
+
+    @Test func everyKeyCanComeFromTheEnvironment() throws {
+        let c = try load(specExample, [
+            "PUSHWORKER_KAFKA_BROKERS": "k1:9092,k2:9092",
+            "PUSHWORKER_KAFKA_INPUT_TOPICS": "a, b",
+            "PUSHWORKER_KAFKA_PROPERTIES": #"{"security.protocol": "ssl"}"#,
+            "PUSHWORKER_DELIVERY_RECONNECT_MAX_MS": "1000",
+            "PUSHWORKER_LOG_LEVEL": "debug",
+            "PUSHWORKER_APPS": #"[{"bundle_id": "x.y", "environment": "sandbox", "certificate": "c", "private_key": "k", "gateway": "127.0.0.1:2195"}]"#,
+        ])
+        #expect(c.kafka.brokers == "k1:9092,k2:9092")
+        #expect(c.kafka.inputTopics == ["a", "b"])
+        #expect(c.kafka.properties == ["security.protocol": "ssl"])
+        #expect(c.delivery.reconnectMaximumMilliseconds == 1000)
+        #expect(c.logLevel == "debug")
+        #expect(c.apps.map(\.bundleID) == ["x.y"])
+        #expect(c.apps[0].environment == .sandbox)
+        #expect(c.apps[0].gateway == "127.0.0.1:2195")
+    }
+
+    @Test func errorsNameTheKey() {
+        #expect(problem(specExample + "\nextra: 1")?.key == "extra")
+        #expect(problem(specExample.replacingOccurrences(of: "group_id: pushworker", with: "group_id: pushworker\n  groupid: x"))?.key == "kafka.groupid")
+        #expect(problem(specExample.replacingOccurrences(of: "connections: 2", with: "connections: many"))?.key == "apps[0].connections")
+        #expect(problem(specExample.replacingOccurrences(of: "protocol: frame", with: "protocol: http2"))?.key == "apps[0].protocol")
+        #expect(problem(specExample.replacingOccurrences(of: "environment: production", with: "environment: staging"))?.key == "apps[0].environment")
+        #expect(problem(specExample.replacingOccurrences(of: "certificate: certs/app.pem", with: ""))?.key == "apps[0].certificate")
+        #expect(problem(specExample.replacingOccurrences(of: "listen: \"127.0.0.1:9464\"", with: "listen: nowhere"))?.key == "http.listen")
+        #expect(problem(specExample.replacingOccurrences(of: "max_ms: 60000", with: "max_ms: 100"))?.key == "delivery.reconnect.max_ms")
+        #expect(problem(specExample, ["PUSHWORKER_KAFKA_BROKRES": "x"])?.key == "PUSHWORKER_KAFKA_BROKRES")
+        #expect(problem(specExample, ["PUSHWORKER_DELIVERY_MAX_ATTEMPTS": "0"])?.key == "delivery.max_attempts")
+        #expect(problem("kafka: [1]")?.key == "kafka")
+        #expect(problem("kafka: {brokers: x}")?.key == "apps")
+        #expect(problem("{")?.key == "(file)")
+        let twice = "apps: [{bundle_id: a, certificate: c, private_key: k}, {bundle_id: a, certificate: c, private_key: k}]"
+        #expect(problem(twice)?.key == "apps[1]")
+    }
+
+    @Test func environmentsAreChosenAsTheSpecSays() throws {
+        let c = try load("""
+            apps:
+              - {bundle_id: a, environment: sandbox, certificate: c, private_key: k}
+              - {bundle_id: b, environment: sandbox, certificate: c, private_key: k}
+              - {bundle_id: b, environment: production, certificate: c, private_key: k}
+            """)
+        let pipeline = PipelineConfiguration(deliveryErrorTopic: "e", endpoints: c.endpoints)
+        #expect(pipeline.endpoint(app: "a", environment: nil)?.environment == .sandbox)  // the only one
+        #expect(pipeline.endpoint(app: "b", environment: nil)?.environment == .production)  // production when configured
+        #expect(pipeline.endpoint(app: "b", environment: .sandbox)?.environment == .sandbox)
+        #expect(pipeline.endpoint(app: "a", environment: .production) == nil)  // unknown_app
+        #expect(c.endpoints.first { $0.app == "b" && $0.environment == .sandbox }?.gatewayHost == "gateway.sandbox.push.apple.com")
+    }
+}
