@@ -73,7 +73,7 @@ public struct AppEndpoint: Sendable, Hashable {
     }
 
     /// The client TLS context: the app's certificate and key, the gateway verified against the CA or the system.
-    func tlsContext() throws -> NIOSSLContext {
+    public func tlsContext() throws -> NIOSSLContext {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
         tls.certificateChain = try NIOSSLCertificate.fromPEMFile(certificatePath).map { .certificate($0) }

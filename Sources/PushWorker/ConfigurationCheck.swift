@@ -1,0 +1,74 @@
+import Foundation
+import NIOSSL
+import PushGateway
+
+extension WorkerConfiguration {
+    /// Loads a configuration file, with the process environment on top.
+    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> WorkerConfiguration {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigurationError(key: "--config", "cannot read \(path)")
+        }
+        return try WorkerConfiguration(yaml: String(decoding: data, as: UTF8.self), environment: environment)
+    }
+
+    /// The endpoints with each key's passphrase read from its file. Throws naming the key when a file is unreadable.
+    public func endpointsWithSecrets() throws(ConfigurationError) -> [AppEndpoint] {
+        var endpoints = self.endpoints
+        for (index, app) in apps.enumerated() {
+            guard let file = app.privateKeyPassphraseFile else { continue }
+            guard let data = FileManager.default.contents(atPath: file) else {
+                throw ConfigurationError(key: "apps[\(index)].private_key_passphrase_file", "cannot read \(file)")
+            }
+            var passphrase = String(decoding: data, as: UTF8.self)
+            while passphrase.last == "\n" || passphrase.last == "\r" { passphrase.removeLast() }
+            endpoints[index].privateKeyPassphrase = passphrase
+        }
+        return endpoints
+    }
+
+    /// Loads every app's certificate and key (and the CA file) as the worker will, and describes what the worker
+    /// would do. Throws naming the key of the first file that does not load.
+    public func check() throws(ConfigurationError) -> String {
+        let endpoints = try endpointsWithSecrets()
+        var lines: [String] = []
+        lines.append("kafka: brokers \(kafka.brokers), group '\(kafka.groupID)', consuming \(kafka.inputTopics.joined(separator: ", "))")
+        lines.append("  delivery errors → \(kafka.deliveryErrorTopic), feedback → \(kafka.feedbackTopic), delivery reports → \(kafka.deliveryReportTopic ?? "off")")
+        let passthrough = kafka.properties.count + kafka.consumerProperties.count + kafka.producerProperties.count
+        if passthrough > 0 {
+            lines.append("  librdkafka properties passed through: \((kafka.properties.keys.sorted() + kafka.consumerProperties.keys.sorted() + kafka.producerProperties.keys.sorted()).joined(separator: ", "))")
+        }
+        if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
+            throw ConfigurationError(key: "tls.ca_file", "cannot read \(caFile)")
+        }
+        lines.append("apps:")
+        for (index, endpoint) in endpoints.enumerated() {
+            let certificates: [NIOSSLCertificate]
+            do {
+                certificates = try NIOSSLCertificate.fromPEMFile(endpoint.certificatePath)
+                guard !certificates.isEmpty else { throw ConfigurationError(key: "", "") }
+            } catch {
+                throw ConfigurationError(key: "apps[\(index)].certificate", "cannot load a PEM certificate from \(endpoint.certificatePath)")
+            }
+            do {
+                _ = try endpoint.tlsContext()
+            } catch {
+                throw ConfigurationError(key: "apps[\(index)].private_key", "cannot load \(endpoint.privateKeyPath) with the certificate: \(error)")
+            }
+            let subject = certificates[0].subjectName.map { "\($0.value)" }.joined(separator: ", ")
+            let uid = certificates[0].subjectName.first { $0.type == .userId }?.value
+            let expires = Date(timeIntervalSince1970: TimeInterval(certificates[0].notValidAfter))
+            var warning = ""
+            if let uid, uid != endpoint.app { warning = " — WARNING: the certificate is for \(uid), not \(endpoint.app)" }
+            if expires < Date() { warning += " — WARNING: the certificate has expired" }
+            lines.append("  \(endpoint.app) (\(endpoint.environment.rawValue)): gateway \(endpoint.gatewayHost):\(endpoint.gatewayPort), feedback \(endpoint.feedbackHost):\(endpoint.feedbackPort), \(endpoint.connections) connection\(endpoint.connections == 1 ? "" : "s"), \(endpoint.format.rawValue) format")
+            lines.append("    certificate: \(subject); valid until \(expires)\(warning); gateway verified with \(caFile ?? "the system trust store")")
+        }
+        let ceiling = Int(Double(delivery.maxInFlight) * 1000 / Double(delivery.acceptanceWindowMilliseconds))
+        lines.append("delivery: acceptance window \(delivery.acceptanceWindowMilliseconds) ms, at most \(delivery.maxInFlight) held → at most \(ceiling) notifications/s per process")
+        lines.append("  \(delivery.maxAttempts) attempts for transient failures; events without an expiration live \(delivery.defaultTTLSeconds) s; reconnect backoff \(delivery.reconnectInitialMilliseconds)…\(delivery.reconnectMaximumMilliseconds) ms, reset after \(delivery.reconnectResetAfterSeconds) s healthy")
+        lines.append("feedback: every \(feedbackIntervalSeconds) s, spool \(spoolDirectory)")
+        lines.append("http: \(httpListen) (/metrics, /healthz, /readyz)")
+        lines.append("log: \(logLevel), \(logFormat)")
+        return lines.joined(separator: "\n")
+    }
+}
