@@ -89,6 +89,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),
@@ -124,6 +125,7 @@ let package = Package(
         // What several test targets share (the test PKI).
         .target(
             name: "PushTestSupport",
+            dependencies: ["PushKafka"],
             path: "Tests/PushTestSupport",
             swiftSettings: strict
         ),
@@ -155,7 +157,7 @@ let package = Package(
         // Against a separately started broker process (scripts/kafka-broker), with real consumer groups.
         .testTarget(
             name: "PushKafkaIntegrationTests",
-            dependencies: ["PushKafka"],
+            dependencies: ["PushKafka", "PushTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(
@@ -174,7 +176,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushWorkerTests",
-            dependencies: ["PushWorker", "PushTestSupport"],
+            dependencies: ["PushWorker", "PushTestSupport", "PushKafka", "PushCore"],
             swiftSettings: strict
         ),
         .testTarget(

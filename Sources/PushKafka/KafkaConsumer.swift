@@ -58,6 +58,7 @@ public final class KafkaConsumer: Sendable {
     private let maxBatch: Int
     private let stopRequested = Atomic<Bool>(false)
     private let pausedFlag = Atomic<Bool>(false)
+    private let suspended = Atomic<Bool>(false)
     private let logger: Logger
 
     /// - Parameters:
@@ -108,6 +109,12 @@ public final class KafkaConsumer: Sendable {
         }
     }
 
+    /// Stops fetching new records while staying in the group (graceful shutdown: what is in flight settles and
+    /// is committed before ``stop()``).
+    public func suspendFetching() {
+        suspended.store(true, ordering: .relaxed)
+    }
+
     /// Asks the poll loop to finish.
     public func stop() {
         stopRequested.store(true, ordering: .relaxed)
@@ -124,7 +131,8 @@ public final class KafkaConsumer: Sendable {
         var pausedGeneration = -1
         while !stopRequested.load(ordering: .relaxed) {
             let generation = context.generation
-            let outstanding = offsets.outstanding
+            // Suspended (graceful shutdown) counts as full: fetching stops, the group membership and commits go on.
+            let outstanding = suspended.load(ordering: .relaxed) ? Int.max : offsets.outstanding
             // Hysteresis: pausing drops librdkafka's prefetched records (they are fetched again on resume), so
             // fetching resumes only once a quarter of the room is free again.
             if outstanding >= maxOutstanding && (!paused || pausedGeneration != generation) {

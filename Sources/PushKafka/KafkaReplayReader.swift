@@ -137,3 +137,23 @@ extension KafkaAdmin {
         guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, "cannot reset the offsets of group \(group)") }
     }
 }
+
+extension KafkaAdmin {
+    /// A group's committed offsets for `partitions` (-1001 where it has none), without joining the group.
+    public static func committedOffsets(
+        bootstrapServers: String, group: String, _ partitions: [TopicPartition], timeoutMilliseconds: Int32 = 10_000
+    ) throws(KafkaError) -> [TopicPartition: Int64] {
+        let configuration = try KafkaConfigurationHandle([
+            "bootstrap.servers": bootstrapServers, "group.id": group, "enable.auto.commit": "false", "log_level": "3",
+        ])
+        let client = try configuration.makeClient(RD_KAFKA_CONSUMER)
+        defer {
+            rd_kafka_consumer_close(client)
+            rd_kafka_destroy(client)
+        }
+        let list = PartitionList(partitions.map { ($0, Int64(RD_KAFKA_OFFSET_INVALID)) })
+        let error = rd_kafka_committed(client, list.pointer, timeoutMilliseconds)
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, "cannot read the committed offsets of \(group)") }
+        return Dictionary(uniqueKeysWithValues: list.pointer.pointee.entries)
+    }
+}

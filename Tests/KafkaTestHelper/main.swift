@@ -31,7 +31,7 @@ case "member":
             "auto.commit.interval.ms": "100", "log_level": "3",
         ],
         topics: [a[2]], maxOutstanding: 100_000)
-    FileManager.default.createFile(atPath: a[3], contents: nil)
+    _ = FileManager.default.createFile(atPath: a[3], contents: nil)
     let file = FileHandle(forWritingAtPath: a[3])!
     await withTaskGroup(of: Void.self) { group in
         group.addTask { await consumer.run() }

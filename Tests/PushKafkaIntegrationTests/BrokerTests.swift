@@ -2,50 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import PushKafka
-
-/// A noida-db broker process started by `scripts/kafka-broker` for the suite and stopped afterwards. noida-db is
-/// used here because, unlike the in-process mock cluster, it is a separate process with real group coordination
-/// and fast rebalances (~1 s); it does not evict a member that was killed, so that case is not tested on it.
-final class Broker: Sendable {
-    let bootstrapServers: String
-    let dataDirectory: String
-    static let root: String = {
-        var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
-        parts.removeLast(3)
-        return parts.joined(separator: "/")
-    }()
-
-    /// Suites run in parallel: every broker gets a port and a folder of its own.
-    private static let instances = Atomic<Int>(0)
-
-    init() throws {
-        let instance = Broker.instances.add(1, ordering: .relaxed).newValue
-        dataDirectory = NSTemporaryDirectory() + "pushworker-broker-\(getpid())-\(instance)"
-        let port = 20_000 + Int(getpid() % 2_000) * 4 + instance % 4
-        let output = try Broker.script(["start", dataDirectory, String(port)])
-        bootstrapServers = output.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").last.map(String.init) ?? ""
-        precondition(bootstrapServers.hasPrefix("127.0.0.1:"), "scripts/kafka-broker start printed \(output)")
-    }
-
-    func stop() {
-        _ = try? Broker.script(["stop", dataDirectory])
-        try? FileManager.default.removeItem(atPath: dataDirectory)
-    }
-
-    @discardableResult
-    static func script(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = ["\(root)/scripts/kafka-broker"] + arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw KafkaError("scripts/kafka-broker \(arguments) failed") }
-        return String(decoding: data, as: UTF8.self)
-    }
-}
+import PushTestSupport
 
 /// Values received by a group's members, from their threads.
 final class Received: Sendable {

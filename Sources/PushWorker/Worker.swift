@@ -1,0 +1,83 @@
+import Foundation
+import Logging
+import PushCore
+import PushGateway
+import PushKafka
+import ServiceLifecycle
+
+/// `pushworker run`: the worker as a ServiceLifecycle `Service`.
+///
+/// Graceful shutdown (SIGTERM/SIGINT through the `ServiceGroup`, SPEC section 4): fetching stops, in-flight
+/// notifications get their outcomes within `shutdownDeadline`, pending output events are produced and
+/// acknowledged, offsets are committed, connections close. What has no outcome by the deadline stays
+/// uncommitted and is delivered again after a restart.
+public final class Worker: Service, Sendable {
+    public let configuration: WorkerConfiguration
+    public let shutdownDeadline: Duration
+    private let consumer: KafkaConsumer
+    private let producer: KafkaProducer
+    private let pipeline: Pipeline
+    private let logger: Logger
+
+    public init(configuration: WorkerConfiguration, shutdownDeadline: Duration = .seconds(25), logger: Logger) throws {
+        self.configuration = configuration
+        self.shutdownDeadline = shutdownDeadline
+        self.logger = logger
+        let properties = KafkaClientProperties(
+            brokers: configuration.kafka.brokers, common: configuration.kafka.properties,
+            consumer: configuration.kafka.consumerProperties, producer: configuration.kafka.producerProperties)
+        producer = try KafkaProducer(properties: properties.producerProperties, logger: logger)
+        consumer = try KafkaConsumer(
+            properties: properties.consumerProperties(groupID: configuration.kafka.groupID),
+            topics: configuration.kafka.inputTopics,
+            // The pipeline holds at most max_in_flight in the engine; records beyond that wait in Kafka.
+            maxOutstanding: configuration.delivery.maxInFlight, logger: logger)
+        var pipelineConfiguration = PipelineConfiguration(
+            deliveryErrorTopic: configuration.kafka.deliveryErrorTopic,
+            deliveryReportTopic: configuration.kafka.deliveryReportTopic, endpoints: try configuration.endpointsWithSecrets())
+        pipelineConfiguration.defaultTTLSeconds = Int64(configuration.delivery.defaultTTLSeconds)
+        pipeline = try Pipeline(
+            configuration: pipelineConfiguration, consumer: consumer, producer: producer,
+            delivery: configuration.deliveryConfiguration, logger: logger,
+            wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
+    }
+
+    public var counts: PipelineCounts { pipeline.snapshot }
+
+    public func run() async throws {
+        logger.info("worker starting", metadata: [
+            "brokers": "\(configuration.kafka.brokers)", "group": "\(configuration.kafka.groupID)",
+            "topics": "\(configuration.kafka.inputTopics)", "apps": "\(configuration.apps.map { "\($0.bundleID)/\($0.environment.rawValue)" })",
+        ])
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { [producer] in await producer.run(flushTimeout: .seconds(10)) }
+            group.addTask { [consumer] in await consumer.run() }
+            group.addTask { [pipeline] in try await pipeline.run() }
+            // Wait for the signal (or cancellation), then shut down in order.
+            try? await gracefulShutdown()
+            await shutDown()
+            try await group.waitForAll()
+        }
+        let c = pipeline.snapshot
+        logger.info("worker stopped", metadata: [
+            "consumed": "\(c.consumed)", "accepted": "\(c.accepted)", "errors": "\(c.errorsByReason.values.reduce(0, +))",
+        ])
+    }
+
+    private func shutDown() async {
+        logger.info("shutting down: fetching stopped, finishing what is in flight", metadata: ["deadline": "\(shutdownDeadline)"])
+        consumer.suspendFetching()
+        let deadline = ContinuousClock.now.advanced(by: shutdownDeadline)
+        let drained = await pipeline.drain(timeout: shutdownDeadline)
+        // Output events of settled records must reach the broker before their offsets are committed.
+        while producer.unacknowledged > 0 && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        let unsettled = await pipeline.stop()
+        consumer.stop()  // stores the settled offsets, commits them synchronously, leaves the group
+        producer.stop()
+        if !drained || unsettled > 0 {
+            logger.warning("deadline reached: notifications without an outcome stay uncommitted", metadata: ["unsettled": "\(unsettled)"])
+        }
+    }
+}

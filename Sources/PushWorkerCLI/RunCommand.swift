@@ -1,0 +1,53 @@
+import ArgumentParser
+import Logging
+import PushWorker
+import ServiceLifecycle
+
+/// `pushworker run --config FILE`: the worker.
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Runs the worker: consumes notification events, delivers them, produces the outcome events.",
+        discussion: """
+            SIGTERM or SIGINT shut it down gracefully: fetching stops, what is in flight gets its outcome within \\
+            --shutdown-deadline, output events are produced, offsets committed, connections closed.
+            """
+    )
+
+    @Option(help: "The YAML configuration file (PUSHWORKER_* variables override it).")
+    var config: String
+
+    @Option(help: "Seconds to finish in-flight work on SIGTERM/SIGINT.")
+    var shutdownDeadline = 25
+
+    func run() async throws {
+        let configuration: WorkerConfiguration
+        do {
+            configuration = try WorkerConfiguration.load(path: config)
+        } catch {
+            throw CLIError.usage("configuration error: \(error)")
+        }
+        let level = Logger.Level(rawValue: configuration.logLevel) ?? .info
+        let json = configuration.logFormat == "json"
+        LoggingSystem.bootstrap { label in
+            var handler: any LogHandler = json ? JSONLogHandler(label: label) : StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "pushworker")
+        let worker: Worker
+        do {
+            worker = try Worker(configuration: configuration, shutdownDeadline: .seconds(shutdownDeadline), logger: logger)
+        } catch {
+            throw CLIError.usage("configuration error: \(error)")
+        }
+        let group = ServiceGroup(configuration: .init(
+            services: [.init(service: worker, successTerminationBehavior: .gracefullyShutdownGroup)],
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            throw CLIError.failure("worker failed: \(error)")
+        }
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import PushCore
+import PushKafka
+import PushTestSupport
+import Synchronization
+import Testing
+
+/// `pushworker run` and `pushworker simulate` as real child processes, against a separately started broker
+/// (noida-db: real consumer group and commits).
+@Suite(.serialized) struct EndToEndTests {
+    static func token(_ i: Int) -> String { String(format: "%064x", 0xE2E00000 + i) }
+
+    /// Valid events, and one of each invalid kind with the reason it must get.
+    static func events(valid: Int) -> (events: [String], invalid: [String: DeliveryErrorReason]) {
+        var events = (0..<valid).map { i in
+            #"{"id":"v\#(i)","app":"com.example.app","token":"\#(token(i))","payload":{"aps":{"alert":"n\#(i)"}}}"#
+        }
+        let now = Int(Date().timeIntervalSince1970)
+        let invalid: [String: (String, DeliveryErrorReason)] = [
+            "x-malformed": (#"{"id":"x-malformed","app":"com.example.app""#, .malformedEvent),
+            "x-token": (#"{"id":"x-token","app":"com.example.app","token":"xyz","payload":{"aps":{}}}"#, .invalidTokenFormat),
+            "x-payload": (#"{"id":"x-payload","app":"com.example.app","token":"abcd","payload":{"aps":5}}"#, .invalidPayload),
+            "x-large": (#"{"id":"x-large","app":"com.example.app","token":"abcd","payload":{"aps":{"alert":"\#(String(repeating: "L", count: 2100))"}}}"#, .payloadTooLarge),
+            "x-priority": (#"{"id":"x-priority","app":"com.example.app","token":"abcd","payload":{"aps":{}},"priority":7}"#, .invalidPriority),
+            "x-app": (#"{"id":"x-app","app":"com.example.nobody","token":"abcd","payload":{"aps":{}}}"#, .unknownApp),
+            "x-expired": (#"{"id":"x-expired","app":"com.example.app","token":"abcd","payload":{"aps":{}},"expiration":\#(now - 60)}"#, .expired),
+        ]
+        for (offset, (_, entry)) in invalid.sorted(by: { $0.key < $1.key }).enumerated() {
+            events.insert(entry.0, at: (offset + 1) * valid / (invalid.count + 1))
+        }
+        return (events, invalid.mapValues(\.1))
+    }
+
+    static func readAll(_ servers: String, _ topic: String) async throws -> [KafkaRecord] {
+        let reader = try KafkaReplayReader(properties: ["bootstrap.servers": servers, "log_level": "3"], topic: topic, start: .earliest)
+        return await withTaskGroup(of: [KafkaRecord].self) { group in
+            group.addTask {
+                await reader.run()
+                return []
+            }
+            group.addTask {
+                var all: [KafkaRecord] = []
+                for await batch in reader.records { all += batch }
+                return all
+            }
+            var out: [KafkaRecord] = []
+            for await part in group { out += part }
+            return out
+        }
+    }
+
+    @Test func mixedEventsAreDeliveredOrReportedAndEveryOffsetIsCommitted() async throws {
+        let broker = try Broker()
+        defer { broker.stop() }
+        let servers = broker.bootstrapServers
+        try KafkaAdmin.createTopics(bootstrapServers: servers, [("notifications", 3), ("notification-errors", 1), ("notification-feedback", 1)])
+        let folder = NSTemporaryDirectory() + "e2e-\(getpid())"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+
+        let binary = BuiltExecutable.path("pushworker")
+        let simulator = try Child(binary, [
+            "simulate", "--cert", TestPKI.path("server.pem"), "--key", TestPKI.path("server-key.pem"), "--ca", TestPKI.path("ca.pem"),
+            "--gateway-port", "0", "--feedback-port", "0", "--record", "\(folder)/record.jsonl", "--shutdown-every", "101",
+        ])
+        defer { simulator.killNow() }
+        let listening = try JSONValue(parsing: simulator.readLine())
+        let gateway = listening["gateway"]!.stringValue!
+        let feedback = listening["feedback"]!.stringValue!
+
+        let config = """
+            kafka:
+              brokers: "\(servers)"
+              consumer_properties: {"session.timeout.ms": "6000", "receive.message.max.bytes": "1000000000"}
+            apps:
+              - bundle_id: com.example.app
+                certificate: \(TestPKI.path("app.pem"))
+                private_key: \(TestPKI.path("app-key.pem"))
+                gateway: "\(gateway)"
+                feedback: "\(feedback)"
+            tls: {ca_file: \(TestPKI.path("ca.pem"))}
+            delivery: {acceptance_window_ms: 300, reconnect: {initial_ms: 10, max_ms: 100}}
+            log: {level: warning}
+            """
+        try config.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
+
+        let valid = 2_000
+        let (events, invalid) = Self.events(valid: valid)
+        try await produceEvents(servers, events)
+        let worker = try Child(binary, ["run", "--config", "\(folder)/worker.yaml"])
+        defer { worker.killNow() }
+
+        // Wait (polling the other processes' output, with a deadline) until the simulator recorded every valid
+        // notification and every invalid event has its error event.
+        func recordedTokens() -> [String] {
+            let text = (try? String(contentsOfFile: "\(folder)/record.jsonl", encoding: .utf8)) ?? ""
+            return text.split(separator: "\n").compactMap { try? JSONValue(parsing: String($0))["token"]?.stringValue }
+        }
+        let deadline = ContinuousClock.now.advanced(by: .seconds(120))
+        var errors: [KafkaRecord] = []
+        while ContinuousClock.now < deadline {
+            errors = try await Self.readAll(servers, "notification-errors")
+            if Set(recordedTokens()).count >= valid && errors.count >= invalid.count { break }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        worker.signal(SIGTERM)
+        #expect(worker.wait() == 0, "the worker exits 0 after SIGTERM")
+
+        let tokens = recordedTokens()
+        #expect(Set(tokens) == Set((0..<valid).map(Self.token)), "every valid notification reached the gateway")
+        #expect(tokens.count - valid >= 0)
+        errors = try await Self.readAll(servers, "notification-errors")
+        var reasons: [String: String] = [:]
+        for record in errors {
+            let e = try JSONValue(parsing: record.value)
+            reasons[e["event_id"]?.stringValue ?? "?", default: ""] += e["reason"]!.stringValue!
+        }
+        #expect(reasons == invalid.mapValues(\.rawValue), "exactly one error event per invalid event, with its reason")
+
+        // Offsets committed at the end of every partition.
+        let partitions = (0..<3).map { TopicPartition(topic: "notifications", partition: Int32($0)) }
+        let committed = try KafkaAdmin.committedOffsets(bootstrapServers: servers, group: "pushworker", partitions)
+        let ends = try KafkaReplayReader(properties: ["bootstrap.servers": servers, "log_level": "3"], topic: "notifications", start: .earliest).ranges
+        for p in partitions { #expect(committed[p] == ends[p.partition]?.upperBound, "\(p): committed \(committed[p] ?? -1)") }
+    }
+}
+
+func produceEvents(_ servers: String, _ values: [String]) async throws {
+    let producer = try KafkaProducer(properties: ["bootstrap.servers": servers, "log_level": "3"])
+    let acknowledged = Atomic<Int>(0)
+    await withTaskGroup(of: Void.self) { group in
+        group.addTask { await producer.run(flushTimeout: .seconds(60)) }
+        for value in values {
+            producer.produce(topic: "notifications", key: nil, value: Array(value.utf8)) { acknowledged.add(1, ordering: .relaxed) }
+        }
+        producer.stop()
+    }
+    #expect(acknowledged.load(ordering: .relaxed) == values.count)
+}
