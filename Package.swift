@@ -100,6 +100,7 @@ let package = Package(
                 "PushCore",
                 "PushSimulator",
                 "PushWorker",
+                "PushKafka",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -20,6 +20,8 @@ public struct KafkaRecord: Sendable, Hashable {
 public final class OffsetBook: Sendable {
     private let tracker = Mutex(OffsetTracker())
 
+    public init() {}
+
     public func withTracker<T>(_ body: (inout OffsetTracker) -> T) -> T { tracker.withLock { body(&$0) } }
 
     public var outstanding: Int { tracker.withLock { $0.outstanding } }

@@ -74,7 +74,7 @@ public enum Demo {
             topics: [inputTopic], maxOutstanding: 10_000, logger: quiet)
         let pipeline = try Pipeline(
             configuration: PipelineConfiguration(deliveryErrorTopic: errorTopic, endpoints: [endpoint]),
-            consumer: consumer, producer: producer, delivery: delivery, logger: quiet,
+            records: consumer.records, offsets: consumer.offsets, producer: producer, delivery: delivery, logger: quiet,
             wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
 
         let samples = sampleEvents(now: Int64(Date().timeIntervalSince1970))

@@ -48,7 +48,8 @@ public final class Pipeline: Sendable {
     }
 
     public let configuration: PipelineConfiguration
-    private let consumer: KafkaConsumer
+    private let records: AsyncStream<[KafkaRecord]>
+    private let offsets: OffsetBook
     private let producer: KafkaProducer
     private let engineBox = Mutex<DeliveryEngine?>(nil)
     private let pending = Mutex<[UInt64: Pending]>([:])
@@ -59,12 +60,13 @@ public final class Pipeline: Sendable {
     private let wallClock: @Sendable () -> Int64
 
     public init(
-        configuration: PipelineConfiguration, consumer: KafkaConsumer, producer: KafkaProducer,
+        configuration: PipelineConfiguration, records: AsyncStream<[KafkaRecord]>, offsets: OffsetBook, producer: KafkaProducer,
         delivery: DeliveryConfiguration, logger: Logger = Logger(label: "pushworker.pipeline"),
         wallClockMilliseconds: @escaping @Sendable () -> Int64
     ) throws {
         self.configuration = configuration
-        self.consumer = consumer
+        self.records = records
+        self.offsets = offsets
         self.producer = producer
         self.logger = logger
         self.wallClock = wallClockMilliseconds
@@ -81,10 +83,11 @@ public final class Pipeline: Sendable {
 
     public var snapshot: PipelineCounts { counts.withLock { $0 } }
 
-    /// Consumes until the consumer's record stream ends.
+    /// Consumes until the record stream ends (the group consumer's at shutdown, a replay's at the end of its
+    /// range).
     public func run() async throws {
         engine.start()
-        for await batch in consumer.records {
+        for await batch in records {
             counts.withLock { $0.consumed += batch.count }
             var byApp: [AppKey: [Delivery]] = [:]
             for record in batch {
@@ -145,11 +148,11 @@ public final class Pipeline: Sendable {
     /// Produces the error event; the record settles once the broker has it.
     private func fail(_ record: KafkaRecord, _ event: DeliveryErrorEvent) {
         counts.withLock { $0.errorsByReason[event.reason, default: 0] += 1 }
-        consumer.offsets.outputPending(record)
-        consumer.offsets.outcomeKnown(record)
+        offsets.outputPending(record)
+        offsets.outcomeKnown(record)
         producer.produce(
             topic: configuration.deliveryErrorTopic, key: event.messageKey.map { Array($0.utf8) }, value: event.json()
-        ) { [consumer] in consumer.offsets.outputAcknowledged(record) }
+        ) { [offsets] in offsets.outputAcknowledged(record) }
     }
 
     private func settle(_ outcomes: [DeliveryOutcome]) {
@@ -163,12 +166,12 @@ public final class Pipeline: Sendable {
                 counts.withLock { $0.accepted += 1 }
                 if let reportTopic = configuration.deliveryReportTopic {
                     let report = DeliveryReport(event: entry.event, attempts: outcome.attempts, source: source, occurredAt: now)
-                    consumer.offsets.outputPending(entry.record)
+                    offsets.outputPending(entry.record)
                     producer.produce(topic: reportTopic, key: Array(entry.event.token.hex.utf8), value: report.json()) {
-                        [consumer] in consumer.offsets.outputAcknowledged(entry.record)
+                        [offsets] in offsets.outputAcknowledged(entry.record)
                     }
                 }
-                consumer.offsets.outcomeKnown(entry.record)
+                offsets.outcomeKnown(entry.record)
             case .failed(let reason, let status, let detail):
                 fail(entry.record, DeliveryErrorEvent(
                     failed: entry.event, reason: reason, status: status, detail: detail, attempts: outcome.attempts,

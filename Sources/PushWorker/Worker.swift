@@ -37,7 +37,7 @@ public final class Worker: Service, Sendable {
             deliveryReportTopic: configuration.kafka.deliveryReportTopic, endpoints: try configuration.endpointsWithSecrets())
         pipelineConfiguration.defaultTTLSeconds = Int64(configuration.delivery.defaultTTLSeconds)
         pipeline = try Pipeline(
-            configuration: pipelineConfiguration, consumer: consumer, producer: producer,
+            configuration: pipelineConfiguration, records: consumer.records, offsets: consumer.offsets, producer: producer,
             delivery: configuration.deliveryConfiguration, logger: logger,
             wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
     }

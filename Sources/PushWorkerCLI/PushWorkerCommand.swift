@@ -15,7 +15,7 @@ public struct PushWorkerCommand: AsyncParsableCommand {
         discussion: """
             Exit codes: 0 success, 2 invalid usage or configuration, 1 any other failure.
             """,
-        subcommands: [RunCommand.self, ValidateCommand.self, EncodeCommand.self, SimulateCommand.self, CheckConfigCommand.self, DemoCommand.self]
+        subcommands: [RunCommand.self, ReplayCommand.self, ValidateCommand.self, EncodeCommand.self, SimulateCommand.self, CheckConfigCommand.self, DemoCommand.self]
     )
 
     public init() {}

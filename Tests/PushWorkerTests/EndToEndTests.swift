@@ -137,3 +137,60 @@ func produceEvents(_ servers: String, _ values: [String]) async throws {
     }
     #expect(acknowledged.load(ordering: .relaxed) == values.count)
 }
+
+@Suite(.serialized) struct ReplayEndToEndTests {
+    @Test func aTimeRangeIsResentExactlyAndTheGroupsOffsetsStay() async throws {
+        let broker = try Broker()
+        defer { broker.stop() }
+        let servers = broker.bootstrapServers
+        try KafkaAdmin.createTopics(bootstrapServers: servers, [("notifications", 2), ("notification-errors", 1)])
+        let folder = NSTemporaryDirectory() + "replay-\(getpid())"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let binary = BuiltExecutable.path("pushworker")
+        let simulator = try Child(binary, [
+            "simulate", "--cert", TestPKI.path("server.pem"), "--key", TestPKI.path("server-key.pem"), "--ca", TestPKI.path("ca.pem"),
+            "--gateway-port", "0", "--feedback-port", "0", "--record", "\(folder)/record.jsonl",
+        ])
+        defer { simulator.killNow() }
+        let gateway = try JSONValue(parsing: simulator.readLine())["gateway"]!.stringValue!
+        try """
+            kafka: {brokers: "\(servers)"}
+            apps: [{bundle_id: com.example.app, certificate: \(TestPKI.path("app.pem")), private_key: \(TestPKI.path("app-key.pem")), gateway: "\(gateway)"}]
+            tls: {ca_file: \(TestPKI.path("ca.pem"))}
+            delivery: {acceptance_window_ms: 200}
+            log: {level: warning}
+            """.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
+
+        func event(_ name: String, _ i: Int) -> String {
+            #"{"id":"\#(name)\#(i)","app":"com.example.app","token":"\#(String(format: "%064x", (name == "early" ? 0x1000 : 0x2000) + i))","payload":{"aps":{"alert":"x"}}}"#
+        }
+        try await produceEvents(servers, (0..<100).map { event("early", $0) })
+        // The range starts at the next whole second after the early events.
+        let boundary = Int(Date().timeIntervalSince1970) + 1
+        while Date().timeIntervalSince1970 < Double(boundary) { await Task.yield() }
+        try await produceEvents(servers, (0..<100).map { event("late", $0) })
+
+        let replay = try Child(binary, ["replay", "--config", "\(folder)/worker.yaml", "--from-timestamp", String(boundary)])
+        let summary = try JSONValue(parsing: replay.readLine())
+        #expect(replay.wait() == 0)
+        #expect(summary["replayed"] == JSONValue.number(100))
+        #expect(summary["accepted"] == JSONValue.number(100))
+        simulator.signal(SIGTERM)
+        simulator.wait()
+        let recorded = try String(contentsOfFile: "\(folder)/record.jsonl", encoding: .utf8).split(separator: "\n")
+            .map { try! JSONValue(parsing: String($0))["token"]!.stringValue! }
+        #expect(Set(recorded) == Set((0..<100).map { String(format: "%064x", 0x2000 + $0) }))
+        #expect(recorded.count == 100)
+        let partitions = (0..<2).map { TopicPartition(topic: "notifications", partition: Int32($0)) }
+        let committed = try KafkaAdmin.committedOffsets(bootstrapServers: servers, group: "pushworker", partitions)
+        #expect(committed.values.allSatisfy { $0 < 0 }, "the worker group has no committed offsets: \(committed)")
+
+        // --reset-group moves them to the start of the range instead.
+        let reset = try Child(binary, ["replay", "--config", "\(folder)/worker.yaml", "--to-earliest", "--reset-group"])
+        _ = reset.readLine()
+        #expect(reset.wait() == 0)
+        let after = try KafkaAdmin.committedOffsets(bootstrapServers: servers, group: "pushworker", partitions)
+        #expect(after.values.allSatisfy { $0 == 0 }, "\(after)")
+    }
+}
