@@ -17,6 +17,7 @@ public final class Worker: Service, Sendable {
     private let consumer: KafkaConsumer
     private let producer: KafkaProducer
     private let pipeline: Pipeline
+    private let feedback: FeedbackPoller
     private let logger: Logger
 
     public init(configuration: WorkerConfiguration, shutdownDeadline: Duration = .seconds(25), logger: Logger) throws {
@@ -36,6 +37,10 @@ public final class Worker: Service, Sendable {
             deliveryErrorTopic: configuration.kafka.deliveryErrorTopic,
             deliveryReportTopic: configuration.kafka.deliveryReportTopic, endpoints: try configuration.endpointsWithSecrets())
         pipelineConfiguration.defaultTTLSeconds = Int64(configuration.delivery.defaultTTLSeconds)
+        feedback = FeedbackPoller(
+            endpoints: pipelineConfiguration.endpoints, topic: configuration.kafka.feedbackTopic,
+            spoolDirectory: configuration.spoolDirectory, interval: .seconds(configuration.feedbackIntervalSeconds),
+            producer: producer, logger: logger)
         pipeline = try Pipeline(
             configuration: pipelineConfiguration, records: consumer.records, offsets: consumer.offsets, producer: producer,
             delivery: configuration.deliveryConfiguration, logger: logger,
@@ -54,7 +59,11 @@ public final class Worker: Service, Sendable {
             group.addTask { [consumer] in await consumer.run() }
             group.addTask { [pipeline] in try await pipeline.run() }
             // Wait for the signal (or cancellation), then shut down in order.
-            try? await gracefulShutdown()
+            await withTaskGroup(of: Void.self) { polling in
+                polling.addTask { [feedback] in await feedback.run() }
+                try? await gracefulShutdown()
+                polling.cancelAll()  // a poll in progress ends; its spool file stays for the next start
+            }
             await shutDown()
             try await group.waitForAll()
         }

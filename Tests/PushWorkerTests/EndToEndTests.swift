@@ -194,3 +194,52 @@ func produceEvents(_ servers: String, _ values: [String]) async throws {
         #expect(after.values.allSatisfy { $0 == 0 }, "\(after)")
     }
 }
+
+@Suite(.serialized) struct FeedbackEndToEndTests {
+    @Test func feedbackTuplesArriveAndASpoolLeftByACrashIsProducedOnStart() async throws {
+        let broker = try Broker()
+        defer { broker.stop() }
+        let servers = broker.bootstrapServers
+        try KafkaAdmin.createTopics(bootstrapServers: servers, [("notifications", 1), ("notification-errors", 1), ("notification-feedback", 1)])
+        let folder = NSTemporaryDirectory() + "feedback-\(getpid())"
+        try FileManager.default.createDirectory(atPath: "\(folder)/spool", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try "aa11 1700000000 com.example.app\nbb22 1700000001\n".write(toFile: "\(folder)/feedback.txt", atomically: true, encoding: .utf8)
+        // What a worker killed after reading the feedback service, before producing, leaves behind.
+        let leftover = FeedbackEvent(app: "com.example.app", environment: .production, token: try DeviceToken(hex: "cc33"), timestamp: 1_699_999_999, receivedAt: 1_700_000_000_000)
+        try Data(leftover.json() + [0x0A]).write(to: URL(fileURLWithPath: "\(folder)/spool/1700000000000-com.example.app-production.jsonl"))
+
+        let binary = BuiltExecutable.path("pushworker")
+        let simulator = try Child(binary, [
+            "simulate", "--cert", TestPKI.path("server.pem"), "--key", TestPKI.path("server-key.pem"), "--ca", TestPKI.path("ca.pem"),
+            "--gateway-port", "0", "--feedback-port", "0", "--feedback", "\(folder)/feedback.txt",
+        ])
+        defer { simulator.killNow() }
+        let listening = try JSONValue(parsing: simulator.readLine())
+        try """
+            kafka: {brokers: "\(servers)"}
+            apps: [{bundle_id: com.example.app, certificate: \(TestPKI.path("app.pem")), private_key: \(TestPKI.path("app-key.pem")), gateway: "\(listening["gateway"]!.stringValue!)", feedback: "\(listening["feedback"]!.stringValue!)"}]
+            tls: {ca_file: \(TestPKI.path("ca.pem"))}
+            feedback: {interval_s: 3600, spool_dir: \(folder)/spool}
+            log: {level: warning}
+            """.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
+        let worker = try Child(binary, ["run", "--config", "\(folder)/worker.yaml"])
+        defer { worker.killNow() }
+
+        var events: [KafkaRecord] = []
+        let deadline = ContinuousClock.now.advanced(by: .seconds(60))
+        func spoolEmpty() -> Bool { ((try? FileManager.default.contentsOfDirectory(atPath: "\(folder)/spool")) ?? ["?"]).isEmpty }
+        while ContinuousClock.now < deadline {
+            events = try await EndToEndTests.readAll(servers, "notification-feedback")
+            if events.count >= 3 && spoolEmpty() { break }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        worker.signal(SIGTERM)
+        #expect(worker.wait() == 0)
+        let parsed = try events.map { try FeedbackEvent(validating: try JSONValue(parsing: $0.value)) }
+        #expect(Set(parsed.map(\.token.hex)) == ["aa11", "bb22", "cc33"])
+        #expect(parsed.count == 3)
+        #expect(Set(events.compactMap { $0.key.map { String(decoding: $0, as: UTF8.self) } }) == ["aa11", "bb22", "cc33"])
+        #expect(spoolEmpty(), "the spool is removed once the broker acknowledged its events")
+    }
+}
