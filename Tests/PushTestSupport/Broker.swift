@@ -16,10 +16,26 @@ public final class Broker: Sendable {
     public init() throws {
         let instance = Broker.instances.add(1, ordering: .relaxed).newValue
         dataDirectory = NSTemporaryDirectory() + "pushworker-broker-\(getpid())-\(instance)"
-        let port = 20_000 + Int(getpid() % 2_000) * 4 + instance % 4
+        let port = try Broker.freePort()
         let output = try Broker.script(["start", dataDirectory, String(port)])
         bootstrapServers = output.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").last.map(String.init) ?? ""
         precondition(bootstrapServers.hasPrefix("127.0.0.1:"), "scripts/kafka-broker start printed \(output)")
+    }
+
+    /// A port nothing listens on now, from the kernel (bind to port 0, read it back, close).
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound else { throw KafkaError("cannot find a free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     public func stop() {

@@ -121,17 +121,20 @@ import Testing
         let partitions = (0..<3).map { TopicPartition(topic: "notifications", partition: Int32($0)) }
         let committed = try KafkaAdmin.committedOffsets(bootstrapServers: servers, group: "pushworker", partitions)
         let ends = try KafkaReplayReader(properties: ["bootstrap.servers": servers, "log_level": "3"], topic: "notifications", start: .earliest).ranges
-        for p in partitions { #expect(committed[p] == ends[p.partition]?.upperBound, "\(p): committed \(committed[p] ?? -1)") }
+        for p in partitions where ends[p.partition]?.isEmpty == false {
+            #expect(committed[p] == ends[p.partition]?.upperBound, "\(p): committed \(committed[p] ?? -1)")
+        }
     }
 }
 
+/// Produces the events, keyed by their position so that they spread over the partitions.
 func produceEvents(_ servers: String, _ values: [String]) async throws {
     let producer = try KafkaProducer(properties: ["bootstrap.servers": servers, "log_level": "3"])
     let acknowledged = Atomic<Int>(0)
     await withTaskGroup(of: Void.self) { group in
         group.addTask { await producer.run(flushTimeout: .seconds(60)) }
-        for value in values {
-            producer.produce(topic: "notifications", key: nil, value: Array(value.utf8)) { acknowledged.add(1, ordering: .relaxed) }
+        for (index, value) in values.enumerated() {
+            producer.produce(topic: "notifications", key: Array("k\(index)".utf8), value: Array(value.utf8)) { acknowledged.add(1, ordering: .relaxed) }
         }
         producer.stop()
     }
