@@ -1,5 +1,6 @@
 import DequeModule
 import Logging
+import Metrics
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -74,6 +75,8 @@ final class ConnectionPool: Sendable {
         return handlers
     }
 
+        var readyCount: Int { slots.filter { if case .ready = $0 { true } else { false } }.count }
+
         mutating func log(_ slot: Int, _ kind: PoolEvent.Kind, _ at: ContinuousClock.Instant) {
             events.append(PoolEvent(slot: slot, kind: kind, at: at))
             if events.count > 10_000 { events.removeFirst() }
@@ -88,6 +91,10 @@ final class ConnectionPool: Sendable {
     private let onOutcomes: @Sendable ([DeliveryOutcome]) -> Void
     private let state: Mutex<State>
     private let clock = ContinuousClock()
+    let sent: Counter
+    private let attemptsCounter: Counter
+    private let readyGauge: Gauge
+    private let resends: [String: Counter]
 
     init(
         endpoint: AppEndpoint, configuration: DeliveryConfiguration, group: any EventLoopGroup, logger: Logger,
@@ -99,6 +106,13 @@ final class ConnectionPool: Sendable {
         self.logger = logger
         self.onOutcomes = onOutcomes
         self.tls = try endpoint.tlsContext()
+        let app = "\(endpoint.key)"
+        sent = Counter(label: "pushworker_notifications_sent_total", dimensions: [("app", app)])
+        attemptsCounter = Counter(label: "pushworker_connection_attempts_total", dimensions: [("app", app)])
+        readyGauge = Gauge(label: "pushworker_connections_ready", dimensions: [("app", app)])
+        resends = Dictionary(uniqueKeysWithValues: ["error_response", "shutdown", "connection_closed"].map {
+            ($0, Counter(label: "pushworker_resends_total", dimensions: [("app", app), ("cause", $0)]))
+        })
         let now = ContinuousClock().now
         state = Mutex(State(
             slots: Array(repeating: .idle, count: max(1, endpoint.connections)),
@@ -141,8 +155,10 @@ final class ConnectionPool: Sendable {
     }
 
     /// Settles what an error response or a close decided: outcomes out, resends to the front of the queue.
-    func settle(_ settlement: ConnectionStateMachine<ContinuousClock.Instant>.Settlement) {
+    /// `cause` labels the resends in the metrics (`error_response`, `shutdown`, `connection_closed`).
+    func settle(_ settlement: ConnectionStateMachine<ContinuousClock.Instant>.Settlement, cause: String? = nil) {
         var wake: [NIOLoopBound<GatewayConnectionHandler>] = []
+        if let cause, !settlement.resend.isEmpty { resends[cause]?.increment(by: Int64(settlement.resend.count)) }
         if !settlement.resend.isEmpty {
             wake = state.withLock { s in
                 s.pending.insert(contentsOf: settlement.resend, at: 0)
@@ -161,12 +177,13 @@ final class ConnectionPool: Sendable {
 
     func connectionReady(slot: Int, handler: NIOLoopBound<GatewayConnectionHandler>) {
         let now = clock.now
-        let stopped = state.withLock { s -> Bool in
+        let (stopped, ready) = state.withLock { s -> (Bool, Int) in
             s.slots[slot] = .ready(handler)
             s.backoff.connected(at: now)
             s.log(slot, .ready, now)
-            return s.stopped
+            return (s.stopped, s.readyCount)
         }
+        readyGauge.record(ready)
         if stopped { handler.value.stop() }
     }
 
@@ -195,13 +212,14 @@ final class ConnectionPool: Sendable {
             if s.stopped { s.slots[slot] = .finished }
             return (delay, s.stopped)
         }
+        readyGauge.record(state.withLock { $0.readyCount })
         if case .failedBeforeReady(let why) = reason {
             logger.warning("gateway connection failed", metadata: [
                 "app": "\(endpoint.key)", "gateway": "\(endpoint.gatewayHost):\(endpoint.gatewayPort)", "error": "\(why)",
                 "retry_in_ms": "\(delay.nanoseconds / 1_000_000)",
             ])
         }
-        settle(settlement)
+        settle(settlement, cause: reason == .stopped ? nil : "connection_closed")
         if stopped {
             resumeStopWaiterIfDone()
         } else {
@@ -237,6 +255,7 @@ final class ConnectionPool: Sendable {
             s.log(slot, .attempt, now)
             return true
         }
+        if proceed { attemptsCounter.increment() }
         guard proceed else {
             resumeStopWaiterIfDone()
             return

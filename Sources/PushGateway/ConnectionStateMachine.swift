@@ -11,7 +11,10 @@ import PushCore
 ///   uncounted.
 /// - Any other status: the named one fails with it (1, 255 and codes the table does not define are transient and
 ///   retried until `maxAttempts`); everything after is resent, uncounted.
-/// - A close with no error response: everything not yet accepted is resent, counted as a transient failure.
+/// - A close with no error response: everything not yet accepted is resent; the oldest of them counts a transient
+///   failure (it is the likeliest cause, and a notification that always breaks the connection must not loop for
+///   ever), the others go again uncounted. A reset can destroy an error response before it is read, so counting
+///   every notification in flight would fail innocent ones.
 /// - Expiration is checked before every send, resends included.
 struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration == Duration {
     struct Entry {
@@ -112,12 +115,17 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
         return settlement
     }
 
-    /// The connection closed or broke with no error response: what was not accepted is resent, counted.
+    /// The connection closed or broke with no error response: what was not accepted is resent; the oldest counts a
+    /// transient failure.
     mutating func closed() -> Settlement {
         isOpen = false
         var settlement = Settlement()
-        for entry in inFlight {
+        for (index, entry) in inFlight.enumerated() {
             var delivery = entry.delivery
+            guard index == 0 else {
+                settlement.resend.append(delivery)
+                continue
+            }
             delivery.transientFailures += 1
             if delivery.transientFailures >= maxAttempts {
                 settlement.outcomes.append(.failed(

@@ -1,4 +1,5 @@
 import Logging
+import Metrics
 import NIOCore
 import NIOPosix
 import PushCore
@@ -15,6 +16,7 @@ public final class DeliveryEngine: Sendable {
     private let pools: [AppKey: ConnectionPool]
     private let gate: CapacityGate
     private let idle: IdleSignal
+    private let inFlight: Gauge
 
     public init(
         endpoints: [AppEndpoint], configuration: DeliveryConfiguration,
@@ -25,6 +27,8 @@ public final class DeliveryEngine: Sendable {
         self.configuration = configuration
         let gate = CapacityGate(capacity: configuration.maxInFlight)
         let idle = IdleSignal()
+        let inFlight = Gauge(label: "pushworker_in_flight")
+        self.inFlight = inFlight
         self.gate = gate
         self.idle = idle
         var pools: [AppKey: ConnectionPool] = [:]
@@ -34,6 +38,7 @@ public final class DeliveryEngine: Sendable {
             ) { outcomes in
                 onOutcomes(outcomes)
                 gate.release(outcomes.count)
+                inFlight.record(gate.held)
                 if gate.held == 0 { idle.signal() }
             }
         }
@@ -56,6 +61,7 @@ public final class DeliveryEngine: Sendable {
         while !rest.isEmpty {
             let chunk = rest.prefix(max(1, min(rest.count, gate.capacity / 4)))
             try await gate.acquire(chunk.count)
+            inFlight.record(gate.held)
             pool.submit(Array(chunk))
             rest = rest.dropFirst(chunk.count)
         }

@@ -103,7 +103,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
                 "app": "\(pool.endpoint.key)", "status": "\(response.status)", "identifier": "\(unmatched)",
             ])
         }
-        pool.settle(settlement)
+        pool.settle(settlement, cause: response.status == .shutdown ? "shutdown" : "error_response")
         context.close(promise: nil)
     }
 
@@ -181,6 +181,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
             if buffer.readableBytes > 0 {
                 // One flush per batch: the TLS handler encrypts on flush, so writability tracks what is queued.
                 context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+                pool.sent.increment(by: Int64(batch.count - expired.count))
                 carried = true
                 lastActivity = now
             }

@@ -124,6 +124,23 @@ public final class KafkaConsumer: Sendable {
         stopRequested.store(true, ordering: .relaxed)
     }
 
+    /// Records behind the end of the assigned partitions (from librdkafka's cached watermarks; no broker call).
+    public var lag: Int64 {
+        var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+        guard rd_kafka_assignment(client, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list else { return 0 }
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        guard list.pointee.cnt > 0, rd_kafka_position(client, list) == RD_KAFKA_RESP_ERR_NO_ERROR else { return 0 }
+        var total: Int64 = 0
+        for (tp, position) in list.pointee.entries where position >= 0 {
+            var low: Int64 = 0
+            var high: Int64 = 0
+            if rd_kafka_get_watermark_offsets(client, tp.topic, tp.partition, &low, &high) == RD_KAFKA_RESP_ERR_NO_ERROR, high >= position {
+                total += high - position
+            }
+        }
+        return total
+    }
+
     /// Whether fetching is paused because the pipeline holds `maxOutstanding` unsettled records.
     public var isPaused: Bool { pausedFlag.load(ordering: .relaxed) }
 

@@ -88,7 +88,9 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    /// Sends an error response, then closes once it is written. Nothing more is read on this connection.
+    /// Sends an error response; everything the client sends after it is discarded. The connection closes when the
+    /// client closes it, or a second after the response: closing with the client's data unread would make the
+    /// kernel reset the connection, and a reset can destroy the response before the client reads it.
     private func respond(_ context: ChannelHandlerContext, _ response: ErrorResponse) {
         closing = true
         counts.errorResponses[response.status.code, default: 0] += 1
@@ -96,7 +98,9 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
         var buffer = context.channel.allocator.buffer(capacity: ErrorResponse.size)
         response.write(into: &buffer)
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        context.writeAndFlush(wrapOutboundOut(buffer)).whenComplete { _ in loopBound.value.close(promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(buffer)).whenComplete { _ in
+            loopBound.value.eventLoop.scheduleTask(in: .seconds(1)) { loopBound.value.close(promise: nil) }
+        }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

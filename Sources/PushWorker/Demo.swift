@@ -117,12 +117,13 @@ public enum Demo {
             while outputsAcknowledged.load(ordering: .relaxed) < feedback.tuples.count { await Task.yield() }
             say("feedback service: \(feedback.tuples.count) tuples → '\(feedbackTopic)'")
 
-            try consumer.commitStoredOffsets()
-            let committed = try consumer.committed((0..<3).map { TopicPartition(topic: inputTopic, partition: $0) })
             let unsettled = await pipeline.stop()
-            consumer.stop()
+            consumer.stop()  // its final commit, on its own thread, covers everything settled
             producer.stop()
             try await group.waitForAll()
+            let committed = try KafkaAdmin.committedOffsets(
+                bootstrapServers: cluster.bootstrapServers, group: "pushworker-demo",
+                (0..<3).map { TopicPartition(topic: inputTopic, partition: $0) })
 
             // Summary
             let counts = pipeline.snapshot

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Metrics
 import PushCore
 import PushGateway
 import PushKafka
@@ -16,6 +17,7 @@ public final class FeedbackPoller: Sendable {
     private let producer: KafkaProducer
     private let logger: Logger
     private let tuplesProduced = Atomic<Int>(0)
+    private let tuplesCounter = Counter(label: "pushworker_feedback_tuples_total")
 
     public init(endpoints: [AppEndpoint], topic: String, spoolDirectory: String, interval: Duration, producer: KafkaProducer, logger: Logger) {
         self.endpoints = endpoints
@@ -69,6 +71,7 @@ public final class FeedbackPoller: Sendable {
         } catch {
             logger.error("cannot write the feedback spool; producing without it", metadata: ["file": "\(name)", "error": "\(error)"])
         }
+        tuplesCounter.increment(by: Int64(report.tuples.count))
         logger.info("feedback tuples", metadata: ["app": "\(endpoint.key)", "tuples": "\(report.tuples.count)"])
         produce(file: name, contents: lines)
     }

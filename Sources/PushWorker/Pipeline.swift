@@ -1,4 +1,5 @@
 import Logging
+import Metrics
 import NIOCore
 import PushCore
 import PushGateway
@@ -58,6 +59,13 @@ public final class Pipeline: Sendable {
     private let decoders: [NotificationFormat: EventDecoder]
     private let logger: Logger
     private let wallClock: @Sendable () -> Int64
+    private let consumedCounter = Counter(label: "pushworker_events_consumed_total")
+    private let acceptedCounter = Counter(label: "pushworker_notifications_accepted_total")
+    private let errorCounters = Dictionary(uniqueKeysWithValues: DeliveryErrorReason.allCases.map {
+        ($0, Counter(label: "pushworker_delivery_errors_total", dimensions: [("reason", $0.rawValue)]))
+    })
+    /// From the Kafka record's timestamp to acceptance by the gateway.
+    private let latency = Timer(label: "pushworker_delivery_latency_seconds")
 
     public init(
         configuration: PipelineConfiguration, records: AsyncStream<[KafkaRecord]>, offsets: OffsetBook, producer: KafkaProducer,
@@ -89,6 +97,7 @@ public final class Pipeline: Sendable {
         engine.start()
         for await batch in records {
             counts.withLock { $0.consumed += batch.count }
+            consumedCounter.increment(by: Int64(batch.count))
             var byApp: [AppKey: [Delivery]] = [:]
             for record in batch {
                 if let (key, delivery) = process(record) { byApp[key, default: []].append(delivery) }
@@ -148,6 +157,7 @@ public final class Pipeline: Sendable {
     /// Produces the error event; the record settles once the broker has it.
     private func fail(_ record: KafkaRecord, _ event: DeliveryErrorEvent) {
         counts.withLock { $0.errorsByReason[event.reason, default: 0] += 1 }
+        errorCounters[event.reason]?.increment()
         offsets.outputPending(record)
         offsets.outcomeKnown(record)
         producer.produce(
@@ -164,6 +174,8 @@ public final class Pipeline: Sendable {
             switch outcome.result {
             case .accepted:
                 counts.withLock { $0.accepted += 1 }
+                acceptedCounter.increment()
+                if entry.record.timestamp > 0 { latency.recordMilliseconds(max(0, now - entry.record.timestamp)) }
                 if let reportTopic = configuration.deliveryReportTopic {
                     let report = DeliveryReport(event: entry.event, attempts: outcome.attempts, source: source, occurredAt: now)
                     offsets.outputPending(entry.record)

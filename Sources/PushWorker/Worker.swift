@@ -1,9 +1,12 @@
 import Foundation
 import Logging
+import Metrics
+import Prometheus
 import PushCore
 import PushGateway
 import PushKafka
 import ServiceLifecycle
+import Synchronization
 
 /// `pushworker run`: the worker as a ServiceLifecycle `Service`.
 ///
@@ -19,9 +22,17 @@ public final class Worker: Service, Sendable {
     private let pipeline: Pipeline
     private let feedback: FeedbackPoller
     private let logger: Logger
+    private let registry: PrometheusCollectorRegistry?
+    private let http: HTTPEndpoints
 
-    public init(configuration: WorkerConfiguration, shutdownDeadline: Duration = .seconds(25), logger: Logger) throws {
+    /// - Parameter registry: the Prometheus registry the process's metrics go to (`MetricsSystem` bootstrapped with
+    ///   it), served on `/metrics`.
+    public init(
+        configuration: WorkerConfiguration, shutdownDeadline: Duration = .seconds(25), logger: Logger,
+        registry: PrometheusCollectorRegistry? = nil
+    ) throws {
         self.configuration = configuration
+        self.registry = registry
         self.shutdownDeadline = shutdownDeadline
         self.logger = logger
         let properties = KafkaClientProperties(
@@ -41,10 +52,29 @@ public final class Worker: Service, Sendable {
             endpoints: pipelineConfiguration.endpoints, topic: configuration.kafka.feedbackTopic,
             spoolDirectory: configuration.spoolDirectory, interval: .seconds(configuration.feedbackIntervalSeconds),
             producer: producer, logger: logger)
+        let pipelineBox = PipelineBox()
+        let lag = Gauge(label: "pushworker_consumer_lag")
+        http = HTTPEndpoints(
+            metrics: { [consumer] in
+                lag.record(consumer.lag)
+                var out: [UInt8] = []
+                registry?.emit(into: &out)
+                return out
+            },
+            readiness: { [consumer] in
+                guard !consumer.assignment.isEmpty else { return (false, "no partitions assigned yet") }
+                guard let statuses = pipelineBox.pipeline?.engineStatus else { return (false, "starting") }
+                for (app, status) in statuses.sorted(by: { $0.key.description < $1.key.description }) where status.readyConnections == 0 {
+                    guard let error = status.lastError else { return (false, "\(app): connecting") }
+                    return (true, "\(app): backing off after: \(error)")
+                }
+                return (true, "ready: \(consumer.assignment.count) partitions, every app connected")
+            })
         pipeline = try Pipeline(
             configuration: pipelineConfiguration, records: consumer.records, offsets: consumer.offsets, producer: producer,
             delivery: configuration.deliveryConfiguration, logger: logger,
             wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
+        pipelineBox.pipeline = pipeline
     }
 
     public var counts: PipelineCounts { pipeline.snapshot }
@@ -54,6 +84,9 @@ public final class Worker: Service, Sendable {
             "brokers": "\(configuration.kafka.brokers)", "group": "\(configuration.kafka.groupID)",
             "topics": "\(configuration.kafka.inputTopics)", "apps": "\(configuration.apps.map { "\($0.bundleID)/\($0.environment.rawValue)" })",
         ])
+        let (host, port) = WorkerConfiguration.split(configuration.httpListen)
+        let bound = try await http.start(host: host, port: port)
+        logger.info("http endpoints", metadata: ["listen": "\(host):\(bound)"])
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { [producer] in await producer.run(flushTimeout: .seconds(10)) }
             group.addTask { [consumer] in await consumer.run() }
@@ -67,6 +100,7 @@ public final class Worker: Service, Sendable {
             await shutDown()
             try await group.waitForAll()
         }
+        await http.stop()
         let c = pipeline.snapshot
         logger.info("worker stopped", metadata: [
             "consumed": "\(c.consumed)", "accepted": "\(c.accepted)", "errors": "\(c.errorsByReason.values.reduce(0, +))",
@@ -88,5 +122,14 @@ public final class Worker: Service, Sendable {
         if !drained || unsettled > 0 {
             logger.warning("deadline reached: notifications without an outcome stay uncommitted", metadata: ["unsettled": "\(unsettled)"])
         }
+    }
+}
+
+/// Lets the readiness check reach the pipeline, which is made after the HTTP endpoints.
+final class PipelineBox: Sendable {
+    private let value = Mutex<Pipeline?>(nil)
+    var pipeline: Pipeline? {
+        get { value.withLock { $0 } }
+        set { value.withLock { $0 = newValue } }
     }
 }

@@ -1,5 +1,7 @@
 import ArgumentParser
 import Logging
+import Metrics
+import Prometheus
 import PushWorker
 import ServiceLifecycle
 
@@ -35,9 +37,11 @@ struct RunCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "pushworker")
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let worker: Worker
         do {
-            worker = try Worker(configuration: configuration, shutdownDeadline: .seconds(shutdownDeadline), logger: logger)
+            worker = try Worker(configuration: configuration, shutdownDeadline: .seconds(shutdownDeadline), logger: logger, registry: registry)
         } catch {
             throw CLIError.usage("configuration error: \(error)")
         }

@@ -63,14 +63,14 @@ import Testing
             let stream = frame(identifier: 1) + frame(identifier: 2, tokenByte: 0xEE) + frame(identifier: 3)
             #expect(try await TestClient.exchange(stream, port: addresses.gatewayPort) == errorResponse(8, 2))
             #expect(simulator.recorded.map(\.identifier) == [1])
-            var feedback = ByteBuffer(bytes: try await TestClient.exchange([], port: addresses.feedbackPort))
+            var feedback = ByteBuffer(bytes: try await TestClient.exchange([], port: addresses.feedbackPort, untilErrorResponse: false))
             let tuple = try FeedbackTuple.decode(from: &feedback)
             #expect(tuple?.token.bytes == Array(repeating: 0xEE, count: 32))
             #expect(feedback.readableBytes == 0)
             // Sent once, then cleared.
-            #expect(try await TestClient.exchange([], port: addresses.feedbackPort).isEmpty)
+            #expect(try await TestClient.exchange([], port: addresses.feedbackPort, untilErrorResponse: false).isEmpty)
             // Another app's list never held it.
-            #expect(try await TestClient.exchange([], port: addresses.feedbackPort, certificate: "other-app").isEmpty)
+            #expect(try await TestClient.exchange([], port: addresses.feedbackPort, certificate: "other-app", untilErrorResponse: false).isEmpty)
         }
     }
 
@@ -158,12 +158,12 @@ import Testing
             ccdd 1700000001 com.example.app
             """)
         try await withSimulator(configuration) { (simulator: GatewaySimulator, addresses: SimulatorAddresses) async throws in
-            var first = ByteBuffer(bytes: try await TestClient.exchange([], port: addresses.feedbackPort))
+            var first = ByteBuffer(bytes: try await TestClient.exchange([], port: addresses.feedbackPort, untilErrorResponse: false))
             #expect(try FeedbackTuple.decode(from: &first) == everyone)
             #expect(try FeedbackTuple.decode(from: &first) == onlyApp)
             #expect(first.readableBytes == 0)
-            #expect(try await TestClient.exchange([], port: addresses.feedbackPort).isEmpty)
-            var other = ByteBuffer(bytes: try await TestClient.exchange([], port: addresses.feedbackPort, certificate: "other-app"))
+            #expect(try await TestClient.exchange([], port: addresses.feedbackPort, untilErrorResponse: false).isEmpty)
+            var other = ByteBuffer(bytes: try await TestClient.exchange([], port: addresses.feedbackPort, certificate: "other-app", untilErrorResponse: false))
             #expect(try FeedbackTuple.decode(from: &other) == everyone)
             #expect(other.readableBytes == 0)
             #expect(simulator.summary.feedbackTuplesSent == 3)

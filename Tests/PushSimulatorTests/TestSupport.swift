@@ -54,14 +54,18 @@ enum TestClient {
             }
     }
 
-    /// Sends `bytes` and returns everything the server sent until it closed the connection.
-    static func exchange(_ bytes: [UInt8], port: Int, certificate: String = "app") async throws -> [UInt8] {
+    /// Sends `bytes` and returns what the server sent until it closed the connection, or, once a whole error
+    /// response (6 bytes) arrived, closes it as a provider does.
+    static func exchange(_ bytes: [UInt8], port: Int, certificate: String = "app", untilErrorResponse: Bool = true) async throws -> [UInt8] {
         let channel = try await connect(port: port, certificate: certificate)
         return try await channel.executeThenClose { inbound, outbound in
             if !bytes.isEmpty { try await outbound.write(ByteBuffer(bytes: bytes)) }
             var received: [UInt8] = []
             do {
-                for try await chunk in inbound { received += chunk.readableBytesView }
+                for try await chunk in inbound {
+                    received += chunk.readableBytesView
+                    if untilErrorResponse && received.first == 8 && received.count >= ErrorResponse.size { break }
+                }
             } catch let error as NIOSSLError where error == .uncleanShutdown {
                 // An abrupt close: what arrived before it stands.
             }

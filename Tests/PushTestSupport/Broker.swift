@@ -23,7 +23,7 @@ public final class Broker: Sendable {
     }
 
     /// A port nothing listens on now, from the kernel (bind to port 0, read it back, close).
-    static func freePort() throws -> Int {
+    public static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var address = sockaddr_in()

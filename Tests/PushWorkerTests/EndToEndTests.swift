@@ -68,6 +68,7 @@ import Testing
         let gateway = listening["gateway"]!.stringValue!
         let feedback = listening["feedback"]!.stringValue!
 
+        let httpPort = try Broker.freePort()
         let config = """
             kafka:
               brokers: "\(servers)"
@@ -80,11 +81,12 @@ import Testing
                 feedback: "\(feedback)"
             tls: {ca_file: \(TestPKI.path("ca.pem"))}
             delivery: {acceptance_window_ms: 300, reconnect: {initial_ms: 10, max_ms: 100}}
+            http: {listen: "127.0.0.1:\(httpPort)"}
             log: {level: warning}
             """
         try config.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
 
-        let valid = 2_000
+        let valid = 20_000
         let (events, invalid) = Self.events(valid: valid)
         try await produceEvents(servers, events)
         let worker = try Child(binary, ["run", "--config", "\(folder)/worker.yaml"])
@@ -103,6 +105,18 @@ import Testing
             if Set(recordedTokens()).count >= valid && errors.count >= invalid.count { break }
             try await Task.sleep(for: .milliseconds(200))
         }
+        // The HTTP endpoints while it runs.
+        let metrics = try httpGet(port: httpPort, "/metrics")
+        #expect(metrics.status == 200)
+        #expect(metrics.body.contains("pushworker_notifications_accepted_total \(valid)"), "\(metrics.body.prefix(2000))")
+        #expect(metrics.body.contains("pushworker_delivery_errors_total{reason=\"malformed_event\"} 1"))
+        #expect(metrics.body.contains("pushworker_resends_total"))
+        #expect(metrics.body.contains("pushworker_delivery_latency_seconds_bucket"))
+        #expect(metrics.body.contains("pushworker_consumer_lag 0"))
+        #expect(try httpGet(port: httpPort, "/healthz").status == 200)
+        let ready = try httpGet(port: httpPort, "/readyz")
+        #expect(ready.status == 200, "\(ready.body)")
+
         worker.signal(SIGTERM)
         #expect(worker.wait() == 0, "the worker exits 0 after SIGTERM")
 
@@ -245,4 +259,25 @@ func produceEvents(_ servers: String, _ values: [String]) async throws {
         #expect(Set(events.compactMap { $0.key.map { String(decoding: $0, as: UTF8.self) } }) == ["aa11", "bb22", "cc33"])
         #expect(spoolEmpty(), "the spool is removed once the broker acknowledged its events")
     }
+}
+
+/// A plain HTTP/1.1 GET on loopback (curl-like, for the endpoint checks).
+func httpGet(port: Int, _ path: String) throws -> (status: Int, body: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["python3", "-c", """
+        import sys, urllib.request, urllib.error
+        try:
+            r = urllib.request.urlopen("http://127.0.0.1:\(port)\(path)", timeout=10); print(r.status); print(r.read().decode())
+        except urllib.error.HTTPError as e:
+            print(e.code); print(e.read().decode())
+        """]
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    let text = String(decoding: data, as: UTF8.self)
+    let lines = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+    return (Int(lines.first ?? "") ?? -1, lines.count > 1 ? String(lines[1]) : "")
 }
