@@ -45,9 +45,13 @@ struct RunCommand: AsyncParsableCommand {
         } catch {
             throw CLIError.usage("configuration error: \(error)")
         }
-        let group = ServiceGroup(configuration: .init(
+        // The first SIGTERM/SIGINT shuts down gracefully; a second one during that, or the deadline passing, cancels:
+        // the consumer still commits only what is settled, so at-least-once holds.
+        var groupConfiguration = ServiceGroupConfiguration(
             services: [.init(service: worker, successTerminationBehavior: .gracefullyShutdownGroup)],
-            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [.sigterm, .sigint], logger: logger)
+        groupConfiguration.maximumGracefulShutdownDuration = .seconds(shutdownDeadline + 10)
+        let group = ServiceGroup(configuration: groupConfiguration)
         do {
             try await group.run()
         } catch {
