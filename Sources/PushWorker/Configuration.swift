@@ -128,7 +128,7 @@ public struct WorkerConfiguration: Sendable, Equatable {
         try f.rejectUnknown()
 
         let h = try r.section(top.take("http"), path: "http")
-        httpListen = try r.hostPort(h, "listen") ?? httpListen
+        httpListen = try r.hostPort(h, "listen", allowPortZero: true) ?? httpListen
         try h.rejectUnknown()
 
         let l = try r.section(top.take("log"), path: "log")
@@ -265,10 +265,11 @@ final class ConfigReader {
         return value
     }
 
-    func hostPort(_ s: ConfigSection, _ key: String) throws(ConfigurationError) -> String? {
+    /// `host:port`; port 0 (pick a free one) only where `allowPortZero`.
+    func hostPort(_ s: ConfigSection, _ key: String, allowPortZero: Bool = false) throws(ConfigurationError) -> String? {
         guard let text = try string(s, key) else { return nil }
         guard let colon = text.lastIndex(of: ":"), !text[..<colon].isEmpty, let port = Int(text[text.index(after: colon)...]),
-            (1...65535).contains(port)
+            ((allowPortZero ? 0 : 1)...65535).contains(port)
         else { throw ConfigurationError(key: s.key(key), "must be host:port, not '\(text)'") }
         return text
     }

@@ -84,8 +84,8 @@ public enum Demo {
             group.addTask { await consumer.run() }
             group.addTask { try await pipeline.run() }
 
-            for (_, json) in samples {
-                producer.produce(topic: inputTopic, key: nil, value: Array(json.utf8)) {}
+            for (index, (_, json)) in samples.enumerated() {
+                producer.produce(topic: inputTopic, key: Array("sample-\(index)".utf8), value: Array(json.utf8)) {}
             }
             say("produced \(samples.count) events to '\(inputTopic)' (3 partitions): \(samples.count - 6) valid (one with a long alert to shorten) and one each of: " +
                 samples.map(\.0).filter { $0 != "valid" && $0 != "a long alert to shorten" }.joined(separator: ", "))
@@ -150,7 +150,7 @@ public enum Demo {
             say("== '\(feedbackTopic)': \(feedbackEvents.count) events")
             for e in feedbackEvents { say("  " + String(decoding: e.value, as: UTF8.self)) }
             say("== offsets committed for group 'pushworker-demo' on '\(inputTopic)': " +
-                committed.sorted { $0.key.partition < $1.key.partition }.map { "[\($0.key.partition)] \($0.value)" }.joined(separator: ", ") +
+                committed.sorted { $0.key.partition < $1.key.partition }.map { "[\($0.key.partition)] \($0.value < 0 ? "none (empty)" : String($0.value))" }.joined(separator: ", ") +
                 " (\(unsettled) left without an outcome)")
             say("done in \(String(format: "%.1f", Double((ContinuousClock.now - started).components.seconds) + Double((ContinuousClock.now - started).components.attoseconds) * 1e-18)) s")
         }

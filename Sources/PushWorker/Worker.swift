@@ -6,6 +6,7 @@ import PushCore
 import PushGateway
 import PushKafka
 import ServiceLifecycle
+import UnixSignals
 import Synchronization
 
 /// `pushworker run`: the worker as a ServiceLifecycle `Service`.
@@ -97,7 +98,24 @@ public final class Worker: Service, Sendable {
                 try? await gracefulShutdown()
                 polling.cancelAll()  // a poll in progress ends; its spool file stays for the next start
             }
-            await shutDown()
+            // A second SIGTERM/SIGINT during the shutdown cuts its waits short.
+            await withTaskGroup(of: Bool.self) { shutdown in
+                shutdown.addTask { [self] in
+                    await shutDown()
+                    return true
+                }
+                shutdown.addTask {
+                    for await _ in await UnixSignalsSequence(trapping: .sigterm, .sigint) { return false }
+                    return false
+                }
+                if await shutdown.next() == false {
+                    logger.warning("second signal: stopping now; what has no outcome stays uncommitted")
+                    shutdown.cancelAll()
+                    _ = await shutdown.next()
+                } else {
+                    shutdown.cancelAll()
+                }
+            }
             try await group.waitForAll()
         }
         await http.stop()
@@ -113,7 +131,7 @@ public final class Worker: Service, Sendable {
         let deadline = ContinuousClock.now.advanced(by: shutdownDeadline)
         let drained = await pipeline.drain(timeout: shutdownDeadline)
         // Output events of settled records must reach the broker before their offsets are committed.
-        while producer.unacknowledged > 0 && ContinuousClock.now < deadline {
+        while producer.unacknowledged > 0 && ContinuousClock.now < deadline && !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(10))
         }
         let unsettled = await pipeline.stop()

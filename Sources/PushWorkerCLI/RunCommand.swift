@@ -45,11 +45,11 @@ struct RunCommand: AsyncParsableCommand {
         } catch {
             throw CLIError.usage("configuration error: \(error)")
         }
-        // The first SIGTERM/SIGINT shuts down gracefully; a second one during that, or the deadline passing, cancels:
-        // the consumer still commits only what is settled, so at-least-once holds.
+        // SIGTERM/SIGINT shut down gracefully (a second one cuts the worker's waits short, see Worker); past the
+        // deadline the group is cancelled. Either way only settled offsets are committed.
         var groupConfiguration = ServiceGroupConfiguration(
             services: [.init(service: worker, successTerminationBehavior: .gracefullyShutdownGroup)],
-            gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [.sigterm, .sigint], logger: logger)
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         groupConfiguration.maximumGracefulShutdownDuration = .seconds(shutdownDeadline + 10)
         let group = ServiceGroup(configuration: groupConfiguration)
         do {

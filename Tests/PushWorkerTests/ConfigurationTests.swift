@@ -107,6 +107,8 @@ func problem(_ yaml: String, _ env: [String: String] = [:]) -> ConfigurationErro
         #expect(problem(specExample.replacingOccurrences(of: "environment: production", with: "environment: staging"))?.key == "apps[0].environment")
         #expect(problem(specExample.replacingOccurrences(of: "certificate: certs/app.pem", with: ""))?.key == "apps[0].certificate")
         #expect(problem(specExample.replacingOccurrences(of: "listen: \"127.0.0.1:9464\"", with: "listen: nowhere"))?.key == "http.listen")
+        #expect((try? load(specExample.replacingOccurrences(of: "listen: \"127.0.0.1:9464\"", with: "listen: \"127.0.0.1:0\"")))?.httpListen == "127.0.0.1:0")
+        #expect(problem(specExample.replacingOccurrences(of: "gateway: null", with: "gateway: \"h:0\""))?.key == "apps[0].gateway")
         #expect(problem(specExample.replacingOccurrences(of: "max_ms: 60000", with: "max_ms: 100"))?.key == "delivery.reconnect.max_ms")
         #expect(problem(specExample, ["PUSHWORKER_KAFKA_BROKRES": "x"])?.key == "PUSHWORKER_KAFKA_BROKRES")
         #expect(problem(specExample, ["PUSHWORKER_DELIVERY_MAX_ATTEMPTS": "0"])?.key == "delivery.max_attempts")

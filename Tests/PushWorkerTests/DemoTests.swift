@@ -21,6 +21,7 @@ import Testing
         // Every one of the 127 records is committed: the three partitions' offsets add up to it.
         let committedLine = output.split(separator: "\n").first { $0.contains("offsets committed") }!
         let offsets = committedLine.split(separator: "]").dropFirst().compactMap { Int($0.split(separator: " ").first!.split(separator: ",").first!) }
+            .filter { $0 >= 0 }
         #expect(offsets.reduce(0, +) == 127, "\(committedLine)")
     }
 }

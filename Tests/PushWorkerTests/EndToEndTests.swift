@@ -176,6 +176,7 @@ func produceEvents(_ servers: String, _ values: [String]) async throws {
             apps: [{bundle_id: com.example.app, certificate: \(TestPKI.path("app.pem")), private_key: \(TestPKI.path("app-key.pem")), gateway: "\(gateway)"}]
             tls: {ca_file: \(TestPKI.path("ca.pem"))}
             delivery: {acceptance_window_ms: 200}
+            http: {listen: "127.0.0.1:0"}
             log: {level: warning}
             """.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
 
@@ -238,6 +239,7 @@ func produceEvents(_ servers: String, _ values: [String]) async throws {
             apps: [{bundle_id: com.example.app, certificate: \(TestPKI.path("app.pem")), private_key: \(TestPKI.path("app-key.pem")), gateway: "\(listening["gateway"]!.stringValue!)", feedback: "\(listening["feedback"]!.stringValue!)"}]
             tls: {ca_file: \(TestPKI.path("ca.pem"))}
             feedback: {interval_s: 3600, spool_dir: \(folder)/spool}
+            http: {listen: "127.0.0.1:0"}
             log: {level: warning}
             """.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
         let worker = try Child(binary, ["run", "--config", "\(folder)/worker.yaml"])

@@ -47,6 +47,7 @@ final class RunHarness {
             tls: {ca_file: \(TestPKI.path("ca.pem"))}
             delivery: {acceptance_window_ms: 300, max_in_flight: 2000, reconnect: {initial_ms: 10, max_ms: 100}}
             feedback: {spool_dir: \(folder)/spool}
+            http: {listen: "127.0.0.1:0"}
             log: {level: warning}
             """.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
         try await produceEvents(servers, (0..<count).map { i in
