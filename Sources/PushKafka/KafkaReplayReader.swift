@@ -86,7 +86,7 @@ public final class KafkaReplayReader: Sendable {
     public func run() async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             let thread = Thread { [self] in
-                readAll()
+                readRange()
                 done.resume()
             }
             thread.name = "kafka-replay"
@@ -94,7 +94,25 @@ public final class KafkaReplayReader: Sendable {
         }
     }
 
-    private func readAll() {
+    /// Reads the whole range and returns its records.
+    public func readAll() async -> [KafkaRecord] {
+        await withTaskGroup(of: [KafkaRecord].self) { group in
+            group.addTask {
+                await self.run()
+                return []
+            }
+            group.addTask {
+                var all: [KafkaRecord] = []
+                for await batch in self.records { all += batch }
+                return all
+            }
+            var out: [KafkaRecord] = []
+            for await part in group { out += part }
+            return out
+        }
+    }
+
+    private func readRange() {
         var remaining = ranges.filter { !$0.value.isEmpty }.mapValues(\.upperBound)
         while !remaining.isEmpty {
             var batch: [KafkaRecord] = []
@@ -124,14 +142,8 @@ extension KafkaAdmin {
     public static func commitGroupOffsets(
         bootstrapServers: String, group: String, _ offsets: [TopicPartition: Int64]
     ) throws(KafkaError) {
-        let configuration = try KafkaConfigurationHandle([
-            "bootstrap.servers": bootstrapServers, "group.id": group, "enable.auto.commit": "false", "log_level": "3",
-        ])
-        let client = try configuration.makeClient(RD_KAFKA_CONSUMER)
-        defer {
-            rd_kafka_consumer_close(client)
-            rd_kafka_destroy(client)
-        }
+        let client = try groupClient(bootstrapServers, group)
+        defer { closeGroupClient(client) }
         let list = PartitionList(offsets.map { ($0.key, $0.value) })
         let error = rd_kafka_commit(client, list.pointer, 0)
         guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, "cannot reset the offsets of group \(group)") }
@@ -143,17 +155,26 @@ extension KafkaAdmin {
     public static func committedOffsets(
         bootstrapServers: String, group: String, _ partitions: [TopicPartition], timeoutMilliseconds: Int32 = 10_000
     ) throws(KafkaError) -> [TopicPartition: Int64] {
-        let configuration = try KafkaConfigurationHandle([
-            "bootstrap.servers": bootstrapServers, "group.id": group, "enable.auto.commit": "false", "log_level": "3",
-        ])
-        let client = try configuration.makeClient(RD_KAFKA_CONSUMER)
-        defer {
-            rd_kafka_consumer_close(client)
-            rd_kafka_destroy(client)
-        }
+        let client = try groupClient(bootstrapServers, group)
+        defer { closeGroupClient(client) }
         let list = PartitionList(partitions.map { ($0, Int64(RD_KAFKA_OFFSET_INVALID)) })
         let error = rd_kafka_committed(client, list.pointer, timeoutMilliseconds)
         guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, "cannot read the committed offsets of \(group)") }
         return Dictionary(uniqueKeysWithValues: list.pointer.pointee.entries)
+    }
+}
+
+extension KafkaAdmin {
+    /// A consumer handle in `group` that neither subscribes nor auto-commits: for reading and setting offsets.
+    fileprivate static func groupClient(_ bootstrapServers: String, _ group: String) throws(KafkaError) -> OpaquePointer {
+        let configuration = try KafkaConfigurationHandle([
+            "bootstrap.servers": bootstrapServers, "group.id": group, "enable.auto.commit": "false", "log_level": "3",
+        ])
+        return try configuration.makeClient(RD_KAFKA_CONSUMER)
+    }
+
+    fileprivate static func closeGroupClient(_ client: OpaquePointer) {
+        rd_kafka_consumer_close(client)
+        rd_kafka_destroy(client)
     }
 }

@@ -208,12 +208,7 @@ struct DeliveryReport {
         w.field("environment", event.environment?.rawValue)
         w.field("token", event.token.hex)
         w.field("attempts", Int64(attempts))
-        w.key("source")
-        w.beginObject()
-        w.field("topic", source.topic)
-        w.field("partition", Int64(source.partition))
-        w.field("offset", source.offset)
-        w.endObject()
+        source.write("source", into: &w)
         w.field("accepted_at", RFC3339.format(unixMilliseconds: occurredAt))
         w.endObject()
         return w.bytes

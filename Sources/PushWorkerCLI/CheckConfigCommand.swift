@@ -21,3 +21,12 @@ struct CheckConfigCommand: AsyncParsableCommand {
         }
     }
 }
+
+/// Loads `--config` with the environment on top; a problem is a usage error (exit 2) naming the key.
+func loadConfiguration(_ path: String) throws(CLIError) -> WorkerConfiguration {
+    do {
+        return try WorkerConfiguration.load(path: path)
+    } catch {
+        throw CLIError.usage("configuration error: \(error)")
+    }
+}

@@ -61,12 +61,7 @@ struct ReplayCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let configuration: WorkerConfiguration
-        do {
-            configuration = try WorkerConfiguration.load(path: config)
-        } catch {
-            throw CLIError.usage("configuration error: \(error)")
-        }
+        let configuration = try loadConfiguration(config)
         var logger = Logger(label: "pushworker.replay")
         logger.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .info
         do {

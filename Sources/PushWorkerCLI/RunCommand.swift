@@ -23,12 +23,7 @@ struct RunCommand: AsyncParsableCommand {
     var shutdownDeadline = 25
 
     func run() async throws {
-        let configuration: WorkerConfiguration
-        do {
-            configuration = try WorkerConfiguration.load(path: config)
-        } catch {
-            throw CLIError.usage("configuration error: \(error)")
-        }
+        let configuration = try loadConfiguration(config)
         let level = Logger.Level(rawValue: configuration.logLevel) ?? .info
         let json = configuration.logFormat == "json"
         LoggingSystem.bootstrap { label in

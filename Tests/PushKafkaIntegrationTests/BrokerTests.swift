@@ -108,21 +108,7 @@ func drive(_ consumer: KafkaConsumer, _ received: Received) async {
 /// Replay on noida-db, which (unlike the mock cluster) answers offsets-for-times.
 @Suite(.serialized) struct ReplayTests {
     func replay(_ broker: Broker, _ start: KafkaReplayReader.Start) async throws -> [KafkaRecord] {
-        let reader = try KafkaReplayReader(properties: ["bootstrap.servers": broker.bootstrapServers, "log_level": "3"], topic: "history", start: start)
-        return await withTaskGroup(of: [KafkaRecord].self) { group in
-            group.addTask {
-                await reader.run()
-                return []
-            }
-            group.addTask {
-                var all: [KafkaRecord] = []
-                for await batch in reader.records { all += batch }
-                return all
-            }
-            var out: [KafkaRecord] = []
-            for await part in group { out += part }
-            return out
-        }
+        try await KafkaReplayReader(properties: ["bootstrap.servers": broker.bootstrapServers, "log_level": "3"], topic: "history", start: start).readAll()
     }
 
     @Test func replayByOffsetsAndByTimestampReadsExactlyTheRange() async throws {

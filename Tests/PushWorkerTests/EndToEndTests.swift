@@ -32,21 +32,7 @@ import Testing
     }
 
     static func readAll(_ servers: String, _ topic: String) async throws -> [KafkaRecord] {
-        let reader = try KafkaReplayReader(properties: ["bootstrap.servers": servers, "log_level": "3"], topic: topic, start: .earliest)
-        return await withTaskGroup(of: [KafkaRecord].self) { group in
-            group.addTask {
-                await reader.run()
-                return []
-            }
-            group.addTask {
-                var all: [KafkaRecord] = []
-                for await batch in reader.records { all += batch }
-                return all
-            }
-            var out: [KafkaRecord] = []
-            for await part in group { out += part }
-            return out
-        }
+        try await KafkaReplayReader(properties: ["bootstrap.servers": servers, "log_level": "3"], topic: topic, start: .earliest).readAll()
     }
 
     @Test func mixedEventsAreDeliveredOrReportedAndEveryOffsetIsCommitted() async throws {

@@ -4,6 +4,16 @@ public struct RecordSource: Hashable, Sendable {
     public var partition: Int32
     public var offset: Int64
 
+    /// Writes `"key":{"topic":..,"partition":..,"offset":..}`.
+    public func write(_ key: String, into w: inout JSONWriter) {
+        w.key(key)
+        w.beginObject()
+        w.field("topic", topic)
+        w.field("partition", Int64(partition))
+        w.field("offset", offset)
+        w.endObject()
+    }
+
     public init(topic: String, partition: Int32, offset: Int64) {
         self.topic = topic
         self.partition = partition
@@ -96,12 +106,7 @@ public struct DeliveryErrorEvent: Hashable, Sendable {
         w.field("status", status.map(Int64.init))
         w.field("detail", detail)
         w.field("attempts", Int64(attempts))
-        w.key("source")
-        w.beginObject()
-        w.field("topic", source.topic)
-        w.field("partition", Int64(source.partition))
-        w.field("offset", source.offset)
-        w.endObject()
+        source.write("source", into: &w)
         w.field("occurred_at", RFC3339.format(unixMilliseconds: occurredAt))
         w.endObject()
         return w.bytes
