@@ -39,7 +39,7 @@ import Testing
         let broker = try Broker()
         defer { broker.stop() }
         let servers = broker.bootstrapServers
-        try KafkaAdmin.createTopics(bootstrapServers: servers, [("notifications", 3), ("notification-errors", 1), ("notification-feedback", 1)])
+        try KafkaAdmin.createTopics(bootstrapServers: servers, [("notifications", 3), ("notification-errors", 1), ("notification-feedback", 1), ("notification-reports", 1)])
         let folder = NSTemporaryDirectory() + "e2e-\(getpid())"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -58,6 +58,7 @@ import Testing
         let config = """
             kafka:
               brokers: "\(servers)"
+              delivery_report_topic: notification-reports
               consumer_properties: {"session.timeout.ms": "6000", "receive.message.max.bytes": "1000000000"}
             apps:
               - bundle_id: com.example.app
@@ -116,6 +117,11 @@ import Testing
             reasons[e["event_id"]?.stringValue ?? "?", default: ""] += e["reason"]!.stringValue!
         }
         #expect(reasons == invalid.mapValues(\.rawValue), "exactly one error event per invalid event, with its reason")
+        // The delivery-report topic: one event per accepted notification.
+        let reports = try await Self.readAll(servers, "notification-reports")
+        let reportIDs = try reports.map { try JSONValue(parsing: $0.value)["event_id"]!.stringValue! }
+        #expect(Set(reportIDs) == Set((0..<valid).map { "v\($0)" }))
+        #expect(reportIDs.count == valid)
 
         // Offsets committed at the end of every partition.
         let partitions = (0..<3).map { TopicPartition(topic: "notifications", partition: Int32($0)) }
