@@ -27,7 +27,7 @@ struct Harness {
 
     init() {
         simulator.recordInMemory = true
-        delivery.acceptanceWindow = .milliseconds(200)
+        delivery.acceptanceWindow = .milliseconds(500)
         delivery.reconnectInitial = .milliseconds(2)
         delivery.reconnectMaximum = .milliseconds(20)
         delivery.reconnectResetAfter = .seconds(10)

@@ -67,7 +67,7 @@ import Testing
                 gateway: "\(gateway)"
                 feedback: "\(feedback)"
             tls: {ca_file: \(TestPKI.path("ca.pem"))}
-            delivery: {acceptance_window_ms: 300, reconnect: {initial_ms: 10, max_ms: 100}}
+            delivery: {acceptance_window_ms: 1000, reconnect: {initial_ms: 10, max_ms: 100}}
             http: {listen: "127.0.0.1:\(httpPort)"}
             log: {level: warning}
             """
@@ -167,7 +167,7 @@ func produceEvents(_ servers: String, _ values: [String]) async throws {
             kafka: {brokers: "\(servers)"}
             apps: [{bundle_id: com.example.app, certificate: \(TestPKI.path("app.pem")), private_key: \(TestPKI.path("app-key.pem")), gateway: "\(gateway)"}]
             tls: {ca_file: \(TestPKI.path("ca.pem"))}
-            delivery: {acceptance_window_ms: 200}
+            delivery: {acceptance_window_ms: 1000}
             http: {listen: "127.0.0.1:0"}
             log: {level: warning}
             """.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)

@@ -45,7 +45,7 @@ final class RunHarness {
               consumer_properties: {"session.timeout.ms": "6000", "receive.message.max.bytes": "1000000000"}
             apps: [{bundle_id: com.example.app, certificate: \(TestPKI.path("app.pem")), private_key: \(TestPKI.path("app-key.pem")), gateway: "\(gateway)", feedback: "\(feedback)"}]
             tls: {ca_file: \(TestPKI.path("ca.pem"))}
-            delivery: {acceptance_window_ms: 300, max_in_flight: 2000, reconnect: {initial_ms: 10, max_ms: 100}}
+            delivery: {acceptance_window_ms: 1000, max_in_flight: 2000, reconnect: {initial_ms: 10, max_ms: 100}}
             feedback: {spool_dir: \(folder)/spool}
             http: {listen: "127.0.0.1:0"}
             log: {level: warning}
