@@ -47,7 +47,7 @@ import Testing
         let binary = BuiltExecutable.path("pushworker")
         let simulator = try Child(binary, [
             "simulate", "--cert", TestPKI.path("server.pem"), "--key", TestPKI.path("server-key.pem"), "--ca", TestPKI.path("ca.pem"),
-            "--gateway-port", "0", "--feedback-port", "0", "--record", "\(folder)/record.jsonl", "--shutdown-every", "101",
+            "--gateway-port", "0", "--feedback-port", "0", "--record", "\(folder)/record.jsonl", "--shutdown-every", "101", "--close-every", "1000",
         ])
         defer { simulator.killNow() }
         let listening = try JSONValue(parsing: simulator.readLine())
@@ -92,8 +92,13 @@ import Testing
             if Set(recordedTokens()).count >= valid && errors.count >= invalid.count { break }
             try await Task.sleep(for: .milliseconds(200))
         }
-        // The HTTP endpoints while it runs.
-        let metrics = try httpGet(port: httpPort, "/metrics")
+        // The HTTP endpoints while it runs. The last notifications are accepted a window after they were written.
+        var metrics = try httpGet(port: httpPort, "/metrics")
+        let metricsDeadline = ContinuousClock.now.advanced(by: .seconds(30))
+        while !metrics.body.contains("pushworker_notifications_accepted_total \(valid)") && ContinuousClock.now < metricsDeadline {
+            try await Task.sleep(for: .milliseconds(200))
+            metrics = try httpGet(port: httpPort, "/metrics")
+        }
         #expect(metrics.status == 200)
         #expect(metrics.body.contains("pushworker_notifications_accepted_total \(valid)"), "\(metrics.body.prefix(2000))")
         #expect(metrics.body.contains("pushworker_delivery_errors_total{reason=\"malformed_event\"} 1"))
