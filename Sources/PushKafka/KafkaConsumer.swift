@@ -99,18 +99,7 @@ public final class KafkaConsumer: Sendable {
     /// Polls on a dedicated thread until ``stop()`` or cancellation, then stores the settled offsets, commits them
     /// synchronously, leaves the group and finishes ``records``.
     public func run() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                let thread = Thread { [self] in
-                    pollLoop()
-                    done.resume()
-                }
-                thread.name = "kafka-consumer"
-                thread.start()
-            }
-        } onCancel: {
-            stop()
-        }
+        await runOnDedicatedThread(name: "kafka-consumer", onCancel: { [self] in stop() }) { [self] in pollLoop() }
     }
 
     /// Stops fetching new records while staying in the group (graceful shutdown: what is in flight settles and

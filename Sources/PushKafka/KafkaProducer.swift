@@ -48,17 +48,8 @@ public final class KafkaProducer: Sendable {
     /// Produces on a dedicated thread until ``stop()`` or cancellation, then flushes what is queued (up to
     /// `flushTimeout`).
     public func run(flushTimeout: Duration = .seconds(10)) async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                let thread = Thread { [self] in
-                    loop(flushTimeout: flushTimeout)
-                    done.resume()
-                }
-                thread.name = "kafka-producer"
-                thread.start()
-            }
-        } onCancel: {
-            stop()
+        await runOnDedicatedThread(name: "kafka-producer", onCancel: { [self] in stop() }) { [self] in
+            loop(flushTimeout: flushTimeout)
         }
     }
 

@@ -84,14 +84,7 @@ public final class KafkaReplayReader: Sendable {
 
     /// Records of the range, in batches, until every partition reached its end; runs on a thread of its own.
     public func run() async {
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            let thread = Thread { [self] in
-                readRange()
-                done.resume()
-            }
-            thread.name = "kafka-replay"
-            thread.start()
-        }
+        await runOnDedicatedThread(name: "kafka-replay") { [self] in readRange() }
     }
 
     /// Reads the whole range and returns its records.

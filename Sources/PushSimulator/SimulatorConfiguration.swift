@@ -72,7 +72,7 @@ public struct FeedbackEntry: Hashable, Sendable {
 public func parseTokenList(_ text: String) throws(SimulatorInputError) -> Set<[UInt8]> {
     var tokens: Set<[UInt8]> = []
     for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-        let trimmed = line.trimmingCharacters(in: " \t\r")
+        let trimmed = line.trimming([" ", "\t", "\r"])
         if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
         guard let token = try? DeviceToken(hex: trimmed) else {
             throw SimulatorInputError("invalid-tokens line \(index + 1): not a hex token: '\(trimmed.prefix(80))'")
@@ -86,13 +86,4 @@ public func parseTokenList(_ text: String) throws(SimulatorInputError) -> Set<[U
 public struct SimulatorInputError: Error, Sendable, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
-}
-
-extension Substring {
-    func trimmingCharacters(in set: String) -> Substring {
-        var s = self
-        while let f = s.first, set.contains(f) { s.removeFirst() }
-        while let l = s.last, set.contains(l) { s.removeLast() }
-        return s
-    }
 }

@@ -278,7 +278,7 @@ final class ConfigReader {
         let path = s.key(key)
         let node = s.take(key)
         if let value = fromEnvironment(path) {
-            return value.split(separator: ",").map { $0.trimmingCharacters(in: " ") }.filter { !$0.isEmpty }
+            return value.split(separator: ",").map { $0.trimming([" "]) }.filter { !$0.isEmpty }
         }
         if Self.isNull(node) { return nil }
         guard case .sequence(let seq)? = node else { throw ConfigurationError(key: path, "must be a list of strings") }
@@ -307,15 +307,6 @@ final class ConfigReader {
             out[ks.string] = vs.string
         }
         return out
-    }
-}
-
-extension Substring {
-    fileprivate func trimmingCharacters(in set: String) -> String {
-        var s = self
-        while let f = s.first, set.contains(f) { s.removeFirst() }
-        while let l = s.last, set.contains(l) { s.removeLast() }
-        return String(s)
     }
 }
 
