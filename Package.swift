@@ -190,6 +190,13 @@ let package = Package(
             dependencies: ["PushWorker", "PushTestSupport", "PushKafka", "PushCore"],
             swiftSettings: strict
         ),
+        // The files under deploy/: they parse, the Kubernetes objects are complete, the shipped configurations
+        // pass `pushworker check-config`.
+        .testTarget(
+            name: "DeployTests",
+            dependencies: ["PushTestSupport", .product(name: "Yams", package: "Yams")],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "PushWorkerCLITests",
             dependencies: ["PushWorkerCLI", "PushCore"],
