@@ -61,7 +61,9 @@ public struct DeliveryErrorEvent: Hashable, Sendable {
     }
 
     /// The event for a message that failed validation. For `malformed_event` the detail is the raw message, cut
-    /// to 1 KiB on a character boundary (SPEC section 3); otherwise it says what is wrong.
+    /// to 1 KiB on a character boundary (SPEC section 3); otherwise it says what is wrong. An environment that is
+    /// not one of the two is written as null (the detail names it when it is the problem), so that the event
+    /// keeps to its schema.
     public init(rejected rejection: EventRejection, rawMessage: [UInt8], source: RecordSource, occurredAt: Int64) {
         let detail: String
         if rejection.reason == .malformedEvent {
@@ -70,7 +72,8 @@ public struct DeliveryErrorEvent: Hashable, Sendable {
             detail = rejection.detail
         }
         self.init(
-            eventID: rejection.eventID, app: rejection.app, environment: rejection.environment,
+            eventID: rejection.eventID, app: rejection.app,
+            environment: rejection.environment.flatMap { APNsEnvironment(rawValue: $0)?.rawValue },
             token: rejection.token?.hex ?? rejection.rawToken, reason: rejection.reason, status: nil, detail: detail,
             attempts: 0, source: source, occurredAt: occurredAt,
             messageKey: rejection.token?.hex ?? rejection.eventID)

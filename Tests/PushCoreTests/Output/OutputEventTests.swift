@@ -35,6 +35,20 @@ import Testing
         #expect(t.messageKey == "x")
     }
 
+    /// Found by fuzzing (Fuzz/FuzzEventDecoder): an unknown environment was copied into the delivery-error event,
+    /// which then broke the event's own schema (production, sandbox or null).
+    @Test func rejectedEventWithUnknownEnvironmentKeepsToTheSchema() throws {
+        let raw = Array(#"{"id":"e","app":"com.example.app","token":"ab","payload":{"aps":{}},"environment":"staging"}"#.utf8)
+        let rejection = try #require(EventDecoder().decode(raw).failure)
+        let event = DeliveryErrorEvent(rejected: rejection, rawMessage: raw, source: source, occurredAt: 0)
+        #expect(event.environment == nil)
+        #expect(event.detail?.contains("staging") == true)
+        _ = try DeliveryErrorEvent(validating: try JSONValue(parsing: event.json()))
+        let sandbox = Array(#"{"id":"e","app":"com.example.app","token":"xyz","payload":{"aps":{}},"environment":"sandbox"}"#.utf8)
+        let kept = DeliveryErrorEvent(rejected: try #require(EventDecoder().decode(sandbox).failure), rawMessage: sandbox, source: source, occurredAt: 0)
+        #expect(kept.environment == "sandbox")
+    }
+
     @Test func deliveryErrorJSONHasEveryFieldInOrder() throws {
         let event = try decodeEvent(#"{"id":"e","app":"com.example.app","environment":"sandbox","token":"ab","payload":{"aps":{}}}"#).get()
         let error = DeliveryErrorEvent(
