@@ -59,6 +59,7 @@ final class ConnectionPool: Sendable {
         var waiting: Set<Int> = []
         var backoff: Backoff<ContinuousClock.Instant>
         var limiter: ConnectRateLimiter<ContinuousClock.Instant>
+        var window: SendWindow
         var stopped = false
         var lastError: String?
         var attempts = 0
@@ -94,6 +95,7 @@ final class ConnectionPool: Sendable {
     let sent: Counter
     private let attemptsCounter: Counter
     private let readyGauge: Gauge
+    private let windowGauge: Gauge
     private let resends: [String: Counter]
 
     init(
@@ -110,6 +112,7 @@ final class ConnectionPool: Sendable {
         sent = Counter(label: "pushworker_notifications_sent_total", dimensions: [("app", app)])
         attemptsCounter = Counter(label: "pushworker_connection_attempts_total", dimensions: [("app", app)])
         readyGauge = Gauge(label: "pushworker_connections_ready", dimensions: [("app", app)])
+        windowGauge = Gauge(label: "pushworker_send_window", dimensions: [("app", app)])
         resends = Dictionary(uniqueKeysWithValues: ["error_response", "shutdown", "connection_closed"].map {
             ($0, Counter(label: "pushworker_resends_total", dimensions: [("app", app), ("cause", $0)]))
         })
@@ -121,7 +124,9 @@ final class ConnectionPool: Sendable {
                 resetAfter: configuration.reconnectResetAfter,
                 seed: configuration.jitterSeed ^ UInt64(truncatingIfNeeded: endpoint.key.hashValue)),
             limiter: ConnectRateLimiter(
-                perMinute: configuration.maxNewConnectionsPerMinute, burst: configuration.connectBurst, now: now)))
+                perMinute: configuration.maxNewConnectionsPerMinute, burst: configuration.connectBurst, now: now),
+            window: SendWindow(initial: configuration.initialSendWindow, maximum: configuration.maxInFlight)))
+        windowGauge.record(configuration.initialSendWindow)
     }
 
     func start() {
@@ -152,6 +157,19 @@ final class ConnectionPool: Sendable {
             s.pending.removeFirst(count)
             return batch
         }
+    }
+
+    /// The most notifications a connection may hold unaccepted now (``SendWindow``).
+    var sendLimit: Int { state.withLock { $0.window.limit } }
+
+    /// `count` notifications passed the acceptance window on a connection that held `held`.
+    func windowAccepted(_ count: Int, held: Int) {
+        let (before, after) = state.withLock { s in
+            let before = s.window.limit
+            s.window.accepted(count, held: held)
+            return (before, s.window.limit)
+        }
+        if after != before { windowGauge.record(after) }
     }
 
     /// Settles what an error response or a close decided: outcomes out, resends to the front of the queue.
@@ -191,9 +209,13 @@ final class ConnectionPool: Sendable {
         state.withLock { $0.backoff.stillHealthy(at: now) }
     }
 
-    func connectionEnded(slot: Int, reason: ConnectionEnd, settlement: ConnectionStateMachine<ContinuousClock.Instant>.Settlement) {
+    /// A connection ended; `accepted` notifications were accepted on it in its life.
+    func connectionEnded(
+        slot: Int, reason: ConnectionEnd, settlement: ConnectionStateMachine<ContinuousClock.Instant>.Settlement, accepted: Int
+    ) {
         let now = clock.now
-        let (delay, stopped) = state.withLock { s -> (Duration, Bool) in
+        let lostUnaccepted = !settlement.resend.isEmpty || settlement.outcomes.contains { $0.result != .accepted }
+        let (delay, stopped, window) = state.withLock { s -> (Duration, Bool, Int) in
             s.slots[slot] = .idle
             s.waiting.remove(slot)
             var delay = Duration.zero
@@ -201,18 +223,26 @@ final class ConnectionPool: Sendable {
             case .failedBeforeReady(let why):
                 s.lastError = why
                 delay = s.backoff.failed()
-            case .errorResponse(let status) where status == .shutdown:
-                delay = s.backoff.failed()
-            case .dropped(let carried) where !carried:
-                delay = s.backoff.failed()
-            case .errorResponse, .dropped, .idleRenewal, .stopped:
+            case .errorResponse(let status):
+                if status == .shutdown {
+                    delay = s.backoff.failed()
+                    if !settlement.resend.isEmpty { s.window.lost(acceptedOnConnection: accepted) }
+                }
+            case .dropped(let carried):
+                if !carried {
+                    delay = s.backoff.failed()
+                } else if lostUnaccepted {
+                    s.window.lost(acceptedOnConnection: accepted)
+                }
+            case .idleRenewal, .stopped:
                 break
             }
             s.log(slot, .ended(reason: "\(reason)", backoff: delay), now)
             if s.stopped { s.slots[slot] = .finished }
-            return (delay, s.stopped)
+            return (delay, s.stopped, s.window.limit)
         }
         readyGauge.record(state.withLock { $0.readyCount })
+        windowGauge.record(window)
         if case .failedBeforeReady(let why) = reason {
             logger.warning("gateway connection failed", metadata: [
                 "app": "\(endpoint.key)", "gateway": "\(endpoint.gatewayHost):\(endpoint.gatewayPort)", "error": "\(why)",
@@ -223,11 +253,12 @@ final class ConnectionPool: Sendable {
         if stopped {
             resumeStopWaiterIfDone()
         } else {
-            scheduleConnect(slot: slot, after: delay)
+            scheduleConnect(slot: slot, after: delay, capped: reason.countsTowardConnectCap)
         }
     }
 
-    private func scheduleConnect(slot: Int, after backoff: Duration) {
+    /// Opens the slot's next connection after `backoff`, and after the connect cap allows when `capped`.
+    private func scheduleConnect(slot: Int, after backoff: Duration, capped: Bool = true) {
         let now = clock.now
         let loop = group.next()
         state.withLock { s in
@@ -236,7 +267,7 @@ final class ConnectionPool: Sendable {
                 return
             }
             // The rate cap holds whatever the backoff says.
-            let delay = backoff + s.limiter.acquire(now: now.advanced(by: backoff))
+            let delay = backoff + (capped ? s.limiter.acquire(now: now.advanced(by: backoff)) : .zero)
             let task = loop.scheduleTask(in: .nanoseconds(max(0, delay.nanoseconds))) { self.open(slot: slot) }
             s.slots[slot] = .scheduled(task)
         }
@@ -277,7 +308,8 @@ final class ConnectionPool: Sendable {
             }
             .connect(host: host, port: endpoint.gatewayPort)
             .whenFailure { error in
-                self.connectionEnded(slot: slot, reason: .failedBeforeReady(String(describing: error)), settlement: .init())
+                self.connectionEnded(
+                    slot: slot, reason: .failedBeforeReady(String(describing: error)), settlement: .init(), accepted: 0)
             }
     }
 

@@ -41,6 +41,8 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
     let acceptanceWindow: Duration
     let maxAttempts: Int
     private(set) var inFlight = Deque<Entry>()
+    /// Notifications accepted on this connection so far.
+    private(set) var acceptedCount = 0
     private var nextIdentifier: UInt32 = 1
     /// False once an error response arrived or the connection closed: nothing more may be sent on it.
     private(set) var isOpen = true
@@ -74,6 +76,7 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
             accepted.append(.accepted(first.delivery))
             inFlight.removeFirst()
         }
+        acceptedCount += accepted.count
         return accepted
     }
 
@@ -111,6 +114,7 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
                 "the gateway answered \(response.status)"))
         }
         settlement.resend += after.map(\.delivery)
+        acceptedCount += settlement.outcomes.count { $0.result == .accepted }
         inFlight.removeAll()
         return settlement
     }

@@ -15,6 +15,9 @@ public struct DeliveryConfiguration: Sendable {
     /// New connections per gateway per minute, on average; `connectBurst` may open at once.
     public var maxNewConnectionsPerMinute = 300
     public var connectBurst = 20
+    /// What a new gateway's connections may each hold unaccepted at first (``SendWindow``); it grows while the
+    /// acceptance window confirms and halves after a loss, up to `maxInFlight`.
+    public var initialSendWindow = 32_768
     /// A connection that has sent nothing for this long is renewed before it is used again: firewalls drop idle
     /// TCP connections silently, and a write into one would count as accepted while going nowhere.
     public var idleRenewal: Duration = .seconds(300)

@@ -27,6 +27,16 @@ enum ConnectionEnd: Sendable, Equatable {
     case idleRenewal
     /// The engine is stopping.
     case stopped
+
+    /// Whether the next connection takes a token from the connect cap. An error response about one notification's
+    /// data (status 2 to 8: a missing or invalid token, topic or payload) comes from a gateway that works and read
+    /// what it was sent; those statuses are final, so reconnecting after them is bounded by the bad notifications
+    /// themselves, and capping it would let 5% invalid tokens throttle everything behind them. Every end that may
+    /// mean the gateway is in trouble (refusals, failed handshakes, drops, status 1, 10, 128, 255) counts.
+    var countsTowardConnectCap: Bool {
+        guard case .errorResponse(let status) = self else { return true }
+        return !(2...8).contains(status.code)
+    }
 }
 
 /// One gateway connection: a thin shell over ``ConnectionStateMachine`` that writes what the pool hands it, in
@@ -137,7 +147,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
             settlement = machine.closed()
         }
         ready = false
-        pool.connectionEnded(slot: slot, reason: reason, settlement: settlement)
+        pool.connectionEnded(slot: slot, reason: reason, settlement: settlement, accepted: machine.acceptedCount)
         context.fireChannelInactive()
     }
 
@@ -165,7 +175,11 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
                 continueNextTurn(context)
                 return
             }
-            let batch = pool.take(max: Self.batchSize, slot: slot)
+            // The send window caps what this connection holds unaccepted; the acceptance tick pumps again once
+            // notifications leave it.
+            let room = pool.sendLimit - machine.inFlight.count
+            if room <= 0 { break }
+            let batch = pool.take(max: Swift.min(Self.batchSize, room), slot: slot)
             if batch.isEmpty { break }
             batches += 1
             let unixNow = unixSeconds()
@@ -211,8 +225,12 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
         context.eventLoop.scheduleTask(in: .zero) {
             let handler = loopBound.value
             guard handler.machine.isOpen else { return }
+            let held = handler.machine.inFlight.count
             let accepted = handler.machine.acceptDue(now: now)
-            if !accepted.isEmpty { handler.pool.report(accepted) }
+            guard !accepted.isEmpty else { return }
+            handler.pool.report(accepted)
+            handler.pool.windowAccepted(accepted.count, held: held)
+            handler.pump()
         }
     }
 }

@@ -168,6 +168,27 @@ extension DeliveryEngine {
         }
     }
 
+    /// The gateway closes every connection after 500 notifications, within the acceptance window, with the
+    /// default `maxInFlight`: without a send window nothing would ever pass the window (each connection carries
+    /// thousands before the close, all resent). The window halves on every close until a connection's first
+    /// window's worth fits its lifetime; everything arrives, nothing fails, and each close resends at most what
+    /// the gateway had taken since the window began.
+    @Test func closesSoonerThanTheAcceptanceWindowStillDeliverEverything() async throws {
+        var h = Harness()
+        h.simulator.closeEvery = 500
+        h.delivery.acceptanceWindow = .milliseconds(200)
+        try await h.run { simulator, engine, log, _ in
+            try await engine.submit(deliveries(1...20_000), to: Harness.app)
+            await engine.settle()
+            #expect(log.count == 20_000)
+            #expect(log.all.allSatisfy { $0.result == .accepted })
+            let recorded = simulator.recorded.map { ticket(ofToken: $0.token) }
+            #expect(Set(recorded) == Set(1...20_000))
+            let closes = simulator.summary.abruptCloses
+            #expect(recorded.count - 20_000 <= closes * 500)
+        }
+    }
+
     @Test func aSlowReaderBackpressuresTheCallerWithBoundedMemory() async throws {
         var h = Harness()
         h.simulator.readDelayMilliseconds = 2

@@ -291,3 +291,66 @@ func sendAll(_ m: inout Machine, _ n: Int) -> [UInt32] {
         #expect(gate.held == 1)
     }
 }
+
+@Suite struct SendWindowTests {
+    @Test func growsByWhatWasAcceptedWhileFullThenByAnEighthPastTheThreshold() {
+        var w = SendWindow(initial: 1000, maximum: 100_000)
+        w.accepted(1000, held: 1000)
+        #expect(w.limit == 2000)
+        w.accepted(500, held: 900)  // less than half of the window used: proves nothing
+        #expect(w.limit == 2000)
+        w.accepted(2000, held: 2000)
+        #expect(w.limit == 4000)
+        w.lost(acceptedOnConnection: 4000)  // it carried a window's worth: the window was not the problem
+        #expect(w.limit == 4000)
+        w.lost(acceptedOnConnection: 3999)
+        #expect(w.limit == 2000)
+        #expect(w.threshold == 2000)
+        w.accepted(2000, held: 2000)
+        #expect(w.limit == 2250)
+        w.accepted(8, held: 2250)
+        #expect(w.limit == 2251)
+    }
+
+    @Test func staysWithinItsBounds() {
+        var w = SendWindow(initial: 10, minimum: 1, maximum: 64)
+        for _ in 0..<10 { w.accepted(w.limit, held: w.limit) }
+        #expect(w.limit == 64)
+        for _ in 0..<20 { w.lost(acceptedOnConnection: 0) }
+        #expect(w.limit == 1)
+        w.accepted(1, held: 1)
+        #expect(w.limit == 2)
+        #expect(SendWindow(initial: 1_000_000, maximum: 500).limit == 500)
+        #expect(SendWindow(initial: 0, maximum: 500).limit == 1)
+    }
+
+    /// A gateway that closes every connection after `lifetime` notifications, long before the acceptance window
+    /// passes: halving on every loss brings the window under the lifetime, after which every connection's first
+    /// window's worth is accepted.
+    @Test func convergesBelowAConnectionLifetimeShorterThanTheWindow() {
+        var w = SendWindow(initial: 32_768, maximum: 100_000)
+        let lifetime = 1000
+        var losses = 0
+        while w.limit >= lifetime {
+            w.lost(acceptedOnConnection: 0)  // closed before the first window passed
+            losses += 1
+        }
+        #expect(losses == 6)
+        #expect(w.limit == 512)
+        // From here a connection carries 512 a window and lives two windows: its end costs the window nothing.
+        w.lost(acceptedOnConnection: 512)
+        #expect(w.limit == 512)
+    }
+}
+
+@Suite struct ConnectCapTests {
+    @Test func errorResponsesAboutOneNotificationsDataDoNotCount() {
+        for code: UInt8 in 2...8 { #expect(!ConnectionEnd.errorResponse(GatewayStatus(code: code)).countsTowardConnectCap) }
+        for code: UInt8 in [1, 10, 128, 255, 42] {
+            #expect(ConnectionEnd.errorResponse(GatewayStatus(code: code)).countsTowardConnectCap)
+        }
+        #expect(ConnectionEnd.failedBeforeReady("refused").countsTowardConnectCap)
+        #expect(ConnectionEnd.dropped(carriedNotifications: true).countsTowardConnectCap)
+        #expect(ConnectionEnd.dropped(carriedNotifications: false).countsTowardConnectCap)
+    }
+}
