@@ -45,6 +45,22 @@ public struct OffsetTracker: Sendable {
             return nil
         }
 
+        /// Appends a record; offsets must increase.
+        mutating func append(_ offset: Int64, of partition: TopicPartition) {
+            if let last = records.last?.offset { precondition(offset > last, "offsets of \(partition) out of order") }
+            records.append(Record(offset: offset))
+        }
+
+        /// Changes the record at `offset`, if it is held; returns whether that settled it.
+        mutating func update(_ offset: Int64, _ change: (inout Record) -> Void) -> Bool {
+            guard let index = index(of: offset) else { return false }
+            let wasSettled = records[index].isSettled
+            change(&records[index])
+            let settled = !wasSettled && records[index].isSettled
+            if index == 0 { advance() }
+            return settled
+        }
+
         mutating func advance() {
             while let first = records.first, first.isSettled {
                 committable = first.offset + 1
@@ -62,10 +78,9 @@ public struct OffsetTracker: Sendable {
 
     /// A record was handed to the pipeline. Offsets of one partition must arrive in increasing order.
     public mutating func received(_ partition: TopicPartition, offset: Int64) {
-        var p = partitions[partition, default: Partition()]
-        if let last = p.records.last?.offset { precondition(offset > last, "offsets of \(partition) out of order") }
-        p.records.append(Record(offset: offset))
-        partitions[partition] = p
+        // Mutated in place through the dictionary: a copy taken out and written back would share the records'
+        // storage with the dictionary's and copy all of it on every change (quadratic in the records held).
+        partitions[partition, default: Partition()].append(offset, of: partition)
         outstanding += 1
     }
 
@@ -85,12 +100,7 @@ public struct OffsetTracker: Sendable {
     }
 
     private mutating func update(_ partition: TopicPartition, _ offset: Int64, _ change: (inout Record) -> Void) {
-        guard var p = partitions[partition], let index = p.index(of: offset) else { return }
-        let wasSettled = p.records[index].isSettled
-        change(&p.records[index])
-        if !wasSettled && p.records[index].isSettled { outstanding -= 1 }
-        if index == 0 { p.advance() }
-        partitions[partition] = p
+        if partitions[partition]?.update(offset, change) == true { outstanding -= 1 }
     }
 
     /// The offset a commit may store for the partition (one past the settled prefix), if it moved at all.
@@ -101,8 +111,8 @@ public struct OffsetTracker: Sendable {
     /// The partitions whose committable offset moved since the last call, with that offset; clears the marks.
     public mutating func takeCommittable() -> [(TopicPartition, Int64)] {
         var result: [(TopicPartition, Int64)] = []
-        for (key, p) in partitions where p.dirty {
-            if let offset = p.committable { result.append((key, offset)) }
+        for key in Array(partitions.keys) where partitions[key]!.dirty {
+            if let offset = partitions[key]!.committable { result.append((key, offset)) }
             partitions[key]!.dirty = false
         }
         return result
