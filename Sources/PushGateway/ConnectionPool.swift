@@ -125,8 +125,9 @@ final class ConnectionPool: Sendable {
                 seed: configuration.jitterSeed ^ UInt64(truncatingIfNeeded: endpoint.key.hashValue)),
             limiter: ConnectRateLimiter(
                 perMinute: configuration.maxNewConnectionsPerMinute, burst: configuration.connectBurst, now: now),
-            window: SendWindow(initial: configuration.initialSendWindow, maximum: configuration.maxInFlight)))
-        windowGauge.record(configuration.initialSendWindow)
+            window: SendWindow(
+                initial: configuration.initialSendWindow ?? configuration.maxInFlight, maximum: configuration.maxInFlight)))
+        windowGauge.record(state.withLock { $0.window.limit })
     }
 
     func start() {

@@ -15,9 +15,10 @@ public struct DeliveryConfiguration: Sendable {
     /// New connections per gateway per minute, on average; `connectBurst` may open at once.
     public var maxNewConnectionsPerMinute = 300
     public var connectBurst = 20
-    /// What a new gateway's connections may each hold unaccepted at first (``SendWindow``); it grows while the
-    /// acceptance window confirms and halves after a loss, up to `maxInFlight`.
-    public var initialSendWindow = 32_768
+    /// What a gateway's connections may each hold unaccepted at first (``SendWindow``); nil means `maxInFlight`,
+    /// no limit beyond the global one until a connection ends early. It halves after such a loss and grows again
+    /// while the acceptance window confirms, up to `maxInFlight`.
+    public var initialSendWindow: Int? = nil
     /// A connection that has sent nothing for this long is renewed before it is used again: firewalls drop idle
     /// TCP connections silently, and a write into one would count as accepted while going nowhere.
     public var idleRenewal: Duration = .seconds(300)

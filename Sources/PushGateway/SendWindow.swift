@@ -2,8 +2,9 @@
 /// nothing, so everything written since the acceptance window began is at stake when the connection ends. Pure; the
 /// pool keeps one per gateway, shared by its connections.
 ///
-/// - It starts at `initial` and grows while connections fill it and their notifications pass the acceptance
-///   window: by what was accepted (doubling per window) up to `threshold`, then by an eighth of it.
+/// - It starts at `initial` (the engine uses `maxInFlight`: no limit of its own until a connection ends early) and
+///   grows while connections fill it and their notifications pass the acceptance window: by what was accepted
+///   (doubling per window) up to `threshold`, then by an eighth of it.
 /// - A connection that ends losing what it held (a close with no error response, or a status 10 with
 ///   notifications after the one it named) before a window's worth of notifications was accepted on it halves the
 ///   window (never below `minimum`) and sets `threshold` there. So a gateway that ends connections sooner than the
