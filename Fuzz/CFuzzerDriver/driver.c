@@ -1,0 +1,2 @@
+// Declarations only: LLVMFuzzerRunDriver comes from libFuzzer (linked by -sanitize=fuzzer).
+#include "CFuzzerDriver.h"
