@@ -1,0 +1,200 @@
+"""End-to-end benchmark: Kafka (noida-db) -> pushworker run -> pushworker simulate. Run through scripts/bench-e2e.
+
+  backlog mode: N events are produced first; kcat's raw consume rate of the same topic is the ceiling; then the
+                worker delivers the backlog. Reports notifications/s, the ratio to kcat, peak RSS, CPU s per million.
+  rate mode:    events are offered at R/s for S seconds while the worker runs. Reports latency from the Kafka
+                record timestamp to the simulator's receipt (p50/p99/p99.9/max), peak RSS and an RSS series
+                (every 10 s), CPU s per million. The soak is this mode run for 10 minutes or more.
+"""
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import harness as h
+
+
+def wait_ready(worker, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{worker.http_port}/readyz", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if worker.process.poll() is not None:
+            raise RuntimeError("the worker exited before it was ready")
+        time.sleep(0.1)
+    raise RuntimeError("the worker was not ready in time")
+
+
+def wait_outcomes(worker, total, timeout):
+    """Polls the worker's own counters until every event has an outcome; returns (cpu, peak RSS) at that moment."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if worker.outcomes() >= total:
+            cpu, peak, _ = worker.proc()
+            return cpu, peak
+        if worker.process.poll() is not None:
+            raise RuntimeError("the worker exited")
+        time.sleep(0.25)
+    raise RuntimeError(f"timed out: {worker.outcomes():.0f} of {total} outcomes")
+
+
+def kcat_ceiling(servers, total):
+    began = time.monotonic()
+    kcat = subprocess.run(
+        f"kcat -C -b {servers} -t {h.INPUT} -o beginning -e -q -f '%o\\n' -X receive.message.max.bytes=1000000000 | wc -l",
+        shell=True, check=True, capture_output=True, text=True)
+    elapsed = time.monotonic() - began
+    count = int(kcat.stdout.strip())
+    if count != total:
+        raise RuntimeError(f"kcat read {count} of {total}")
+    return total / elapsed, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--binary", required=True)
+    parser.add_argument("--mode", choices=["backlog", "rate"], default="backlog")
+    parser.add_argument("--events", type=int, default=1_000_000, help="backlog mode: events to preload")
+    parser.add_argument("--rate", type=int, default=20_000, help="rate mode: events offered per second")
+    parser.add_argument("--seconds", type=float, default=60, help="rate mode: for how long")
+    parser.add_argument("--payload", type=int, default=300, help="payload bytes")
+    parser.add_argument("--max-in-flight", type=int, default=None)
+    parser.add_argument("--connections", type=int, default=2)
+    parser.add_argument("--broker", choices=["noida", "mock"], default="noida",
+                        help="noida-db (default), or librdkafka's mock cluster in a process of its own (rate mode "
+                             "only: it keeps ~5 MB per partition, so its memory stays flat over a soak)")
+    parser.add_argument("--idle-seconds", type=float, default=10, help="rate mode: idle time measured before")
+    parser.add_argument("--json", help="write the results here as JSON")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, record file)")
+    args = parser.parse_args()
+
+    if args.broker == "mock" and args.mode != "rate":
+        parser.error("--broker mock keeps ~5 MB per partition: use it with --mode rate")
+    workdir = tempfile.mkdtemp(prefix="bench-e2e-")
+    if args.broker == "mock":
+        broker = h.MockBroker(os.path.join(os.path.dirname(args.binary), "kafka-test-helper"))
+    else:
+        broker = h.Broker(workdir)
+    simulator = worker = None
+    results = {"mode": args.mode, "broker": args.broker, "payload_bytes": args.payload, "connections": args.connections,
+               "machine": f"{os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d")}
+    try:
+        servers = broker.start()
+        broker.create_topics(6)
+        producer = h.EventProducer(servers)
+        if args.mode == "backlog":
+            total = args.events
+            began = time.monotonic()
+            producer.backlog(total, args.payload)
+            results["produce_per_s"] = round(total / (time.monotonic() - began))
+            print(f"produced {total} events ({args.payload}-byte payloads) at {results['produce_per_s']}/s", flush=True)
+            ceiling, kcat_rss = kcat_ceiling(servers, total)
+            results["kcat_per_s"], results["kcat_peak_rss_mb"] = round(ceiling), round(kcat_rss / 2**20)
+            print(f"kcat ceiling: {ceiling:,.0f} records/s (peak RSS {kcat_rss / 2**20:.0f} MiB)", flush=True)
+        else:
+            total = int(args.rate * args.seconds)
+
+        max_in_flight = args.max_in_flight or (300_000 if args.mode == "backlog" else 100_000)
+        results["max_in_flight"] = max_in_flight
+        results["events"] = total
+        simulator = h.Simulator(args.binary, workdir)
+        http_port = h.free_port()
+        config = h.worker_config(workdir, servers, simulator.gateway, simulator.feedback, http_port,
+                                 max_in_flight=max_in_flight, connections=args.connections)
+        worker = h.Worker(args.binary, config, workdir, http_port)
+        poller = h.Poller(worker, 10.0)
+        poller.start()
+        idle_cpu_per_s = None
+        if args.mode == "rate":
+            wait_ready(worker)
+            # What the worker spends with nothing to do: on noida-db, whose fetch answers come back at once even
+            # when empty, librdkafka's fetch loop alone keeps a core half busy (kcat does the same). It is part
+            # of the CPU per million below; under load the fetches return records and spin less.
+            cpu_before = worker.proc()[0]
+            time.sleep(args.idle_seconds)
+            idle_cpu_per_s = (worker.proc()[0] - cpu_before) / args.idle_seconds
+            print(f"worker idle: {idle_cpu_per_s:.2f} CPU s per s with no events", flush=True)
+            began = time.time()
+            producer.at_rate(args.rate, args.seconds, args.payload)
+            print(f"offered {total} events at {args.rate}/s for {args.seconds:.0f} s "
+                  f"(took {time.time() - began:.1f} s)", flush=True)
+        cpu, peak = wait_outcomes(worker, total, timeout=max(600, args.seconds * 2))
+        poller.stopped.set()
+        worker_started = worker.started
+        status = worker.terminate()
+        summary = simulator.stop()
+        simulator = None
+
+        reader = h.RecordReader(os.path.join(workdir, "record.jsonl"), keep_latency=True)
+        reader.update()
+        latencies = sorted(reader.latencies)
+        delivered = len(reader.seen)
+        elapsed = reader.last_ms / 1000 - worker_started
+        results.update({
+            "delivered": delivered, "missing": total - delivered, "duplicates": reader.duplicates,
+            "notifications_per_s": round(total / elapsed),
+            "notifications_per_s_first_to_last_receipt": round(total / max(0.001, (reader.last_ms - reader.first_ms) / 1000)),
+            "latency_ms": {"p50": h.percentile(latencies, 0.5), "p99": h.percentile(latencies, 0.99),
+                           "p999": h.percentile(latencies, 0.999), "max": latencies[-1] if latencies else None},
+            "worker_peak_rss_mb": round(peak / 2**20, 1),
+            "worker_cpu_s": round(cpu, 2),
+            "worker_cpu_s_per_million": round(cpu / total * 1e6, 2),
+            "worker_idle_cpu_per_s": round(idle_cpu_per_s, 3) if idle_cpu_per_s is not None else None,
+            "rss_series_mb": [(round(t), round(rss / 2**20, 1)) for t, rss in poller.samples],
+            "worker_exit": status,
+            "simulator": summary,
+        })
+        if args.mode == "backlog":
+            results["ratio_to_kcat"] = round(results["notifications_per_s"] / results["kcat_per_s"], 3)
+
+        print(f"delivered {delivered} of {total} (missing {total - delivered}, duplicates {reader.duplicates}); "
+              f"worker exit {status}")
+        print(f"end to end: {results['notifications_per_s']:,} notifications/s from the worker's start to the last "
+              f"receipt ({results['notifications_per_s_first_to_last_receipt']:,}/s first to last receipt)")
+        if args.mode == "backlog":
+            print(f"ratio to the kcat ceiling: {results['ratio_to_kcat']}")
+        lat = results["latency_ms"]
+        print(f"latency, record timestamp to simulator receipt: p50 {lat['p50']} ms, p99 {lat['p99']} ms, "
+              f"p99.9 {lat['p999']} ms, max {lat['max']} ms")
+        print(f"worker: peak RSS {results['worker_peak_rss_mb']} MiB, CPU {cpu:.1f} s = "
+              f"{results['worker_cpu_s_per_million']} s per million notifications")
+        if results["rss_series_mb"]:
+            print("worker RSS every 10 s (MiB): " + " ".join(str(mb) for _, mb in results["rss_series_mb"]))
+            settled = [mb for t, mb in results["rss_series_mb"] if t > 60]
+            if len(settled) >= 12:
+                first, last = settled[:6], settled[-6:]
+                results["rss_after_warmup_mb"] = {"min": min(settled), "max": max(settled),
+                                                  "first_minute_mean": round(sum(first) / 6, 1),
+                                                  "last_minute_mean": round(sum(last) / 6, 1)}
+                w = results["rss_after_warmup_mb"]
+                print(f"RSS after the first minute: {w['min']}-{w['max']} MiB; mean of its first minute "
+                      f"{w['first_minute_mean']} MiB, of its last minute {w['last_minute_mean']} MiB")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=2)
+        return 0 if delivered == total and status == 0 else 1
+    finally:
+        if worker and worker.process.poll() is None:
+            worker.kill()
+        if simulator:
+            simulator.process.kill()
+        broker.stop()
+        if args.keep:
+            print(f"work folder kept: {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

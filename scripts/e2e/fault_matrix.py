@@ -1,0 +1,195 @@
+"""The fault matrix: the end-to-end flow under one fault at a time. Run through scripts/fault-matrix.
+
+For every scenario a fresh broker, simulator and worker run; events are offered at a fixed rate so that the
+faults land while work is in flight. At the end it counts, per scenario: delivered (distinct events the simulator
+accepted), missing (events with neither a delivery nor a delivery error), duplicates (extra deliveries), and
+delivery error events by reason, and compares them with what the fault must produce. Missing must be 0 everywhere.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+
+from confluent_kafka import Consumer, TopicPartition
+
+import harness as h
+
+
+class Scenario:
+    def __init__(self, name, faults=(), invalid_share=0, refuse_s=0, broker_restart=False, kills=0, sigterm=False):
+        self.name, self.faults, self.invalid_share = name, list(faults), invalid_share
+        self.refuse_s, self.broker_restart, self.kills, self.sigterm = refuse_s, broker_restart, kills, sigterm
+
+
+SCENARIOS = [
+    Scenario("status 10 every 100", faults=["--shutdown-every", "100"]),
+    Scenario("abrupt close every 1,000", faults=["--close-every", "1000"]),
+    Scenario("5% invalid tokens", invalid_share=20),
+    Scenario("processing errors 1%", faults=["--processing-error-rate", "0.01", "--seed", "7"]),
+    Scenario("gateway refusing connections for 10 s", refuse_s=10),
+    Scenario("broker restarted midway", broker_restart=True),
+    Scenario("worker SIGKILLed twice", kills=2),
+    Scenario("SIGTERM midway", sigterm=True),
+]
+
+
+class ErrorTopic:
+    """Follows the delivery error topic from the beginning."""
+
+    def __init__(self, servers):
+        self.consumer = Consumer({"bootstrap.servers": servers, "group.id": "fault-matrix-reader", "log_level": 3,
+                                  "enable.auto.commit": False, "receive.message.max.bytes": 1000000000})
+        metadata = self.consumer.list_topics(h.ERRORS, timeout=10)
+        self.consumer.assign([TopicPartition(h.ERRORS, p, 0) for p in metadata.topics[h.ERRORS].partitions])
+        self.events = []
+
+    def update(self):
+        for message in self.consumer.consume(10000, 0.05):
+            if not message.error():
+                self.events.append(json.loads(message.value()))
+
+    def numbers(self):
+        return {int(e["event_id"][1:]) for e in self.events if (e.get("event_id") or "").startswith("e")}
+
+    def close(self):
+        self.consumer.close()
+
+
+def run(scenario, binary, count, rate, timeout):
+    workdir = tempfile.mkdtemp(prefix="fault-matrix-")
+    broker = h.Broker(workdir)
+    simulator = worker = errors = None
+    exits, notes = [], []
+    try:
+        servers = broker.start()
+        broker.create_topics(6)
+        faults = list(scenario.faults)
+        invalid = set()
+        if scenario.invalid_share:
+            invalid = {n for n in range(count) if n % scenario.invalid_share == 0}
+            path = os.path.join(workdir, "invalid-tokens.txt")
+            with open(path, "w") as f:
+                f.writelines(h.token(n) + "\n" for n in sorted(invalid))
+            faults += ["--invalid-tokens", path]
+        gateway_port, feedback_port = h.free_port(), h.free_port()
+        if not scenario.refuse_s:
+            simulator = h.Simulator(binary, workdir, faults, gateway_port, feedback_port)
+        http_port = h.free_port()
+        config = h.worker_config(workdir, servers, gateway_port, feedback_port, http_port,
+                                 reconnect=(20, 1000, 5), instance="fault-matrix-worker")
+        worker = h.Worker(binary, config, workdir, http_port)
+        started = time.time()
+        producer = h.EventProducer(servers)
+        produced = threading.Event()
+        production = threading.Thread(target=lambda: (producer.at_rate(rate, count / rate, 300), produced.set()), daemon=True)
+        production.start()
+
+        reader = h.RecordReader(os.path.join(workdir, "record.jsonl"))
+        errors = h_errors = ErrorTopic(servers)
+        kills_done, restarted, terminated = 0, False, False
+        deadline = started + timeout
+        finished = False
+        while time.time() < deadline:
+            reader.update()
+            h_errors.update()
+            delivered = len(reader.seen)
+            if scenario.refuse_s and simulator is None and time.time() - started >= scenario.refuse_s:
+                simulator = h.Simulator(binary, workdir, faults, gateway_port, feedback_port)
+                notes.append(f"simulator started after {time.time() - started:.1f} s with {delivered} delivered")
+            if scenario.broker_restart and not restarted and delivered >= count // 2:
+                broker.stop()
+                broker.start()
+                restarted = True
+                notes.append(f"broker restarted at {delivered} delivered")
+            if kills_done < scenario.kills and delivered >= count * (kills_done + 1) // (scenario.kills + 1):
+                exits.append(("SIGKILL", worker.kill()))
+                worker = h.Worker(binary, config, workdir, http_port)
+                kills_done += 1
+                notes.append(f"worker SIGKILLed at {delivered} delivered")
+            if scenario.sigterm and not terminated and delivered >= count // 2:
+                code = worker.terminate()
+                exits.append(("SIGTERM", code))
+                worker = h.Worker(binary, config, workdir, http_port)
+                terminated = True
+                notes.append(f"worker SIGTERMed at {delivered} delivered (exit {code}), started again")
+            if produced.is_set() and len(reader.seen | h_errors.numbers()) >= count:
+                finished = True
+                break
+            time.sleep(0.2)
+        elapsed = time.time() - started
+        exits.append(("final SIGTERM", worker.terminate()))
+        summary = simulator.stop() if simulator else {}
+        simulator = None
+        reader.update()
+        h_errors.update()
+        production.join(5)
+
+        error_numbers = h_errors.numbers()
+        by_reason = {}
+        for e in h_errors.events:
+            by_reason[e["reason"]] = by_reason.get(e["reason"], 0) + 1
+        delivered = reader.seen
+        missing = count - len(delivered | error_numbers)
+        expected_errors = {"invalid_token": len(invalid)} if invalid else {}
+        checks = {
+            "missing is 0": missing == 0,
+            "every event had its outcome within the time bound": finished,
+            "delivered as expected": len(delivered) == count - len(invalid),
+            "error events as expected": by_reason == expected_errors and error_numbers == invalid,
+            "no event both delivered and failed": not (delivered & error_numbers),
+            "graceful exits are 0": all(code == 0 for kind, code in exits if kind != "SIGKILL"),
+        }
+        return {
+            "scenario": scenario.name, "events": count, "delivered": len(delivered), "missing": missing,
+            "duplicates": reader.duplicates, "error_events": by_reason, "error_event_duplicates": len(h_errors.events) - len(error_numbers),
+            "seconds": round(elapsed, 1), "exits": exits, "notes": notes, "simulator": summary,
+            "passed": all(checks.values()), "failed_checks": [k for k, ok in checks.items() if not ok],
+        }
+    finally:
+        if errors:
+            errors.close()
+        if worker and worker.process.poll() is None:
+            worker.kill()
+        if simulator:
+            simulator.process.kill()
+        broker.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--binary", required=True)
+    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--rate", type=int, default=4_000, help="events offered per second")
+    parser.add_argument("--timeout", type=float, default=180, help="seconds per scenario at most")
+    parser.add_argument("--only", help="run the scenarios whose name contains this")
+    parser.add_argument("--json", help="write the results here as JSON")
+    args = parser.parse_args()
+
+    results = []
+    for scenario in SCENARIOS:
+        if args.only and args.only not in scenario.name:
+            continue
+        result = run(scenario, args.binary, args.events, args.rate, args.timeout)
+        results.append(result)
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(result["error_events"].items())) or "none"
+        print(f"{'PASS' if result['passed'] else 'FAIL'}  {result['scenario']:<40} delivered {result['delivered']:>6}  "
+              f"missing {result['missing']}  duplicates {result['duplicates']:>5}  error events: {reasons}  "
+              f"({result['seconds']} s)", flush=True)
+        for note in result["notes"]:
+            print(f"      {note}")
+        if result["failed_checks"]:
+            print(f"      failed: {', '.join(result['failed_checks'])}; exits {result['exits']}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    return 0 if results and all(r["passed"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,362 @@
+"""The end-to-end harness behind scripts/bench-e2e and scripts/fault-matrix.
+
+It runs the real processes: the test broker (noida-db, scripts/kafka-broker), `pushworker simulate` and
+`pushworker run`, produces notification events with confluent-kafka (PyPI), and reads the outcome back from the
+simulator's record file (what reached the gateway) and the delivery error topic (what did not).
+
+Every event carries its number `n` in the payload and its produce time `ts` (UNIX ms), which is also the Kafka
+record's timestamp (set explicitly), so the record file alone gives delivered, duplicates and the latency from
+record timestamp to the simulator's receipt.
+"""
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+APP = "com.example.app"
+INPUT, ERRORS, FEEDBACK = "notifications", "notification-errors", "notification-feedback"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def token(n):
+    """A distinct 32-byte device token per event number."""
+    return "%064x" % ((n * 0x9E3779B97F4A7C15 + 0xA5A5) % (1 << 256))
+
+
+def event(n, size, ts):
+    """A notification event whose payload is about `size` bytes and carries n and ts."""
+    head = '{"aps":{"alert":"Event %d","sound":"default"},"n":%d,"ts":%d,"pad":"' % (n, n, ts)
+    payload = head + "x" * max(0, size - len(head) - 2) + '"}'
+    return ('{"id":"e%d","app":"%s","token":"%s","payload":%s}' % (n, APP, token(n), payload)).encode()
+
+
+class Broker:
+    """noida-db through scripts/kafka-broker: start, stop, restart on the same data and port."""
+
+    def __init__(self, workdir, port=None):
+        self.dir = os.path.join(workdir, "kafka")
+        self.port = port or free_port()
+        self.servers = None
+
+    def start(self):
+        out = subprocess.run([f"{ROOT}/scripts/kafka-broker", "start", self.dir, str(self.port)],
+                             check=True, capture_output=True, text=True)
+        self.servers = out.stdout.strip().splitlines()[-1]
+        return self.servers
+
+    def stop(self):
+        subprocess.run([f"{ROOT}/scripts/kafka-broker", "stop", self.dir], check=False, capture_output=True)
+
+    def create_topics(self, partitions=6):
+        admin = AdminClient({"bootstrap.servers": self.servers, "log_level": 3})
+        futures = admin.create_topics([NewTopic(INPUT, partitions, 1), NewTopic(ERRORS, 3, 1), NewTopic(FEEDBACK, 1, 1)])
+        for future in futures.values():
+            future.result(30)
+
+
+class MockBroker:
+    """librdkafka's mock cluster hosted in a process of its own (kafka-test-helper, built next to pushworker), with
+    the three topics. It keeps only the last ~5 MB of each partition, so it serves runs whose backlog stays small
+    (the fixed-rate mode): unlike noida-db, its memory does not grow with every record ever produced."""
+
+    def __init__(self, helper):
+        self.helper = helper
+        self.process = None
+        self.servers = None
+
+    def start(self):
+        self.process = subprocess.Popen([self.helper, "mock-cluster", f"{INPUT}:6", f"{ERRORS}:3", f"{FEEDBACK}:1"],
+                                        stdout=subprocess.PIPE, text=True)
+        self.servers = self.process.stdout.readline().strip()
+        return self.servers
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(30)
+
+    def create_topics(self, partitions=6):
+        """They exist from the start."""
+
+
+class EventProducer:
+    """Produces events 0..count-1 with their timestamps, as a backlog or at a fixed rate."""
+
+    def __init__(self, servers):
+        self.producer = Producer({"bootstrap.servers": servers, "linger.ms": 1, "acks": "all", "log_level": 3,
+                                  "queue.buffering.max.messages": 1000000})
+        self.failed = 0
+
+    def _delivered(self, error, _message):
+        if error is not None:
+            self.failed += 1
+
+    def _produce(self, n, size, ts):
+        while True:
+            try:
+                self.producer.produce(INPUT, event(n, size, ts), key=b"e%d" % n, timestamp=ts,
+                                      on_delivery=self._delivered)
+                return
+            except BufferError:
+                self.producer.poll(0.01)
+
+    def backlog(self, count, size):
+        for n in range(count):
+            self._produce(n, size, int(time.time() * 1000))
+            if n % 10000 == 0:
+                self.producer.poll(0)
+        return self.finish()
+
+    def at_rate(self, rate, seconds, size, start=0, on_progress=None):
+        """rate events/s for seconds, in 5 ms slices; returns how many were produced."""
+        total = int(rate * seconds)
+        began = time.monotonic()
+        n = 0
+        while n < total:
+            due = min(total, int((time.monotonic() - began) * rate) + 1)
+            now = int(time.time() * 1000)
+            while n < due:
+                self._produce(start + n, size, now)
+                n += 1
+            self.producer.poll(0)
+            if on_progress:
+                on_progress(n)
+            time.sleep(0.005)
+        self.finish()
+        return n
+
+    def finish(self):
+        left = self.producer.flush(120)
+        if left or self.failed:
+            raise RuntimeError(f"producing the events failed: {left} unsent, {self.failed} refused")
+        return True
+
+
+class Simulator:
+    """`pushworker simulate` on free (or given) ports, recording to a file."""
+
+    def __init__(self, binary, workdir, faults=(), gateway_port=0, feedback_port=0):
+        self.record = os.path.join(workdir, "record.jsonl")
+        self.log = open(os.path.join(workdir, "simulator.log"), "ab")
+        pki = f"{ROOT}/pki"
+        self.process = subprocess.Popen(
+            [binary, "simulate", "--cert", f"{pki}/server.pem", "--key", f"{pki}/server-key.pem", "--ca", f"{pki}/ca.pem",
+             "--gateway-port", str(gateway_port), "--feedback-port", str(feedback_port), "--record", self.record,
+             "--log-level", "error", *faults],
+            stdout=subprocess.PIPE, stderr=self.log, text=True)
+        listening = json.loads(self.process.stdout.readline())
+        self.gateway = int(listening["gateway"].rsplit(":", 1)[1])
+        self.feedback = int(listening["feedback"].rsplit(":", 1)[1])
+
+    def stop(self):
+        """SIGTERM; returns the simulator's summary."""
+        self.process.send_signal(signal.SIGTERM)
+        summary = {}
+        for line in self.process.stdout:
+            if line.startswith('{"summary"'):
+                summary = json.loads(line)["summary"]
+        self.process.wait(30)
+        return summary
+
+
+def worker_config(workdir, servers, gateway_port, feedback_port, http_port, max_in_flight=100000, connections=2,
+                  reconnect=(500, 60000, 30), instance="bench-worker-1", acceptance_ms=1000, log_level="warning"):
+    pki = f"{ROOT}/pki"
+    path = os.path.join(workdir, "pushworker.yaml")
+    with open(path, "w") as f:
+        f.write(f"""kafka:
+  brokers: "{servers}"
+  group_id: pushworker-e2e
+  input_topics: [{INPUT}]
+  delivery_error_topic: {ERRORS}
+  feedback_topic: {FEEDBACK}
+  consumer_properties:
+    session.timeout.ms: "6000"
+    group.instance.id: "{instance}"
+    receive.message.max.bytes: "1000000000"
+apps:
+  - bundle_id: {APP}
+    environment: production
+    certificate: {pki}/app.pem
+    private_key: {pki}/app-key.pem
+    gateway: "127.0.0.1:{gateway_port}"
+    feedback: "127.0.0.1:{feedback_port}"
+    connections: {connections}
+tls:
+  ca_file: {pki}/ca.pem
+delivery:
+  acceptance_window_ms: {acceptance_ms}
+  max_in_flight: {max_in_flight}
+  reconnect: {{ initial_ms: {reconnect[0]}, max_ms: {reconnect[1]}, reset_after_s: {reconnect[2]} }}
+feedback:
+  interval_s: 86400
+  spool_dir: {workdir}/spool
+http:
+  listen: "127.0.0.1:{http_port}"
+log:
+  level: {log_level}
+  format: json
+""")
+    return path
+
+
+class Worker:
+    """`pushworker run`; its CPU time and peak RSS come from /proc while it runs."""
+
+    def __init__(self, binary, config, workdir, http_port):
+        self.http_port = http_port
+        self.log = open(os.path.join(workdir, "worker.log"), "ab")
+        self.started = time.time()
+        # The worker refuses PUSHWORKER_* variables it does not know; the harness's configuration file says it all.
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("PUSHWORKER_")}
+        self.process = subprocess.Popen([binary, "run", "--config", config], stdout=self.log, stderr=self.log,
+                                        env=environment)
+
+    def proc(self):
+        """(cpu seconds, peak RSS bytes, current RSS bytes) so far."""
+        with open(f"/proc/{self.process.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        status = {}
+        with open(f"/proc/{self.process.pid}/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                status[key] = value.strip()
+        return cpu, int(status["VmHWM"].split()[0]) * 1024, int(status["VmRSS"].split()[0]) * 1024
+
+    def metrics(self):
+        """The worker's /metrics as {name{labels}: value}; empty while it is not listening."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/metrics", timeout=2) as response:
+                text = response.read().decode()
+        except OSError:
+            return {}
+        values = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                try:
+                    values[name] = float(value)
+                except ValueError:
+                    pass
+        return values
+
+    def outcomes(self):
+        """Accepted plus delivery errors, as this process counts them."""
+        m = self.metrics()
+        return sum(v for k, v in m.items() if k.startswith("pushworker_notifications_accepted_total")
+                   or k.startswith("pushworker_delivery_errors_total"))
+
+    def terminate(self, timeout=60):
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def kill(self):
+        self.process.kill()
+        return self.process.wait(30)
+
+
+NUMBER = re.compile(rb'"n":(\d+),"ts":(\d+)')
+TIME = re.compile(rb'"time_ms":(\d+)')
+
+
+class RecordReader:
+    """Reads the simulator's record file incrementally: delivered numbers, duplicates, latencies."""
+
+    def __init__(self, path, keep_latency=False):
+        self.path = path
+        self.offset = 0
+        self.seen = set()
+        self.lines = 0
+        self.first_ms = None
+        self.last_ms = None
+        self.keep_latency = keep_latency
+        self.latencies = []
+
+    def update(self):
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        for line in data[:end].splitlines():
+            number = NUMBER.search(line)
+            received = TIME.search(line)
+            if not number or not received:
+                continue
+            self.lines += 1
+            self.seen.add(int(number.group(1)))
+            ms = int(received.group(1))
+            self.first_ms = ms if self.first_ms is None else min(self.first_ms, ms)
+            self.last_ms = ms if self.last_ms is None else max(self.last_ms, ms)
+            if self.keep_latency:
+                self.latencies.append(ms - int(number.group(2)))
+
+    @property
+    def duplicates(self):
+        return self.lines - len(self.seen)
+
+
+def error_events(servers, topic=ERRORS):
+    """Every event on the delivery error topic, read from the beginning outside any group."""
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": "e2e-reader", "enable.auto.commit": False, "log_level": 3,
+                         "receive.message.max.bytes": 1000000000})
+    metadata = consumer.list_topics(topic, timeout=10)
+    partitions = [TopicPartition(topic, p, 0) for p in metadata.topics[topic].partitions]
+    ends = {p.partition: consumer.get_watermark_offsets(p, timeout=10)[1] for p in partitions}
+    consumer.assign(partitions)
+    events = []
+    remaining = {p: end for p, end in ends.items() if end > 0}
+    deadline = time.time() + 60
+    while remaining and time.time() < deadline:
+        for message in consumer.consume(1000, 0.5):
+            if message.error():
+                continue
+            events.append(json.loads(message.value()))
+            if message.offset() + 1 >= remaining.get(message.partition(), 0):
+                remaining.pop(message.partition(), None)
+    consumer.close()
+    return events
+
+
+def percentile(sorted_values, q):
+    if not sorted_values:
+        return float("nan")
+    index = min(len(sorted_values) - 1, max(0, int(round(q * (len(sorted_values) - 1)))))
+    return sorted_values[index]
+
+
+class Poller(threading.Thread):
+    """Samples the worker's RSS every `every` seconds (for the soak's RSS series)."""
+
+    def __init__(self, worker, every=10.0):
+        super().__init__(daemon=True)
+        self.worker, self.every, self.samples, self.stopped = worker, every, [], threading.Event()
+
+    def run(self):
+        began = time.time()
+        while not self.stopped.wait(self.every):
+            try:
+                _, _, rss = self.worker.proc()
+            except (OSError, IndexError):
+                return
+            self.samples.append((time.time() - began, rss))
