@@ -163,6 +163,11 @@ final class ConnectionPool: Sendable {
     /// The most notifications a connection may hold unaccepted now (``SendWindow``).
     var sendLimit: Int { state.withLock { $0.window.limit } }
 
+    /// Whether a connection ending now, after `accepted` were accepted on it, is the send window's doing.
+    func windowBlamed(acceptedOnConnection accepted: Int) -> Bool {
+        state.withLock { $0.window.blamesWindow(acceptedOnConnection: accepted) }
+    }
+
     /// `count` notifications passed the acceptance window on a connection that held `held`.
     func windowAccepted(_ count: Int, held: Int) {
         let (before, after) = state.withLock { s in

@@ -120,13 +120,14 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
     }
 
     /// The connection closed or broke with no error response: what was not accepted is resent; the oldest counts a
-    /// transient failure.
-    mutating func closed() -> Settlement {
+    /// transient failure unless `blameTheOldest` is false (the pool's send window takes the blame instead: the
+    /// connection ended before a window's worth was accepted on it, and the window will shrink).
+    mutating func closed(blameTheOldest: Bool = true) -> Settlement {
         isOpen = false
         var settlement = Settlement()
         for (index, entry) in inFlight.enumerated() {
             var delivery = entry.delivery
-            guard index == 0 else {
+            guard index == 0, blameTheOldest else {
                 settlement.resend.append(delivery)
                 continue
             }

@@ -144,7 +144,8 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
         } else if reason == .stopped {
             settlement = machine.abandon()
         } else {
-            settlement = machine.closed()
+            let early = carried && pool.windowBlamed(acceptedOnConnection: machine.acceptedCount)
+            settlement = machine.closed(blameTheOldest: !early)
         }
         ready = false
         pool.connectionEnded(slot: slot, reason: reason, settlement: settlement, accepted: machine.acceptedCount)

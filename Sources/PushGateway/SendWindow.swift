@@ -33,6 +33,14 @@ struct SendWindow: Sendable, Equatable {
         limit = Swift.min(maximum, limit + step)
     }
 
+    /// Whether a connection that ends now, after `accepted` notifications were accepted on it, ended early for the
+    /// window: before a window's worth was accepted while the window can still shrink. Such an end shrinks the
+    /// window instead of counting against the oldest notification on the connection, which may well have arrived
+    /// (a poison notification that breaks every connection still fails once the window is at its minimum).
+    func blamesWindow(acceptedOnConnection accepted: Int) -> Bool {
+        accepted < limit && limit > minimum
+    }
+
     /// A connection ended losing what it held unaccepted, after `acceptedOnConnection` notifications were accepted
     /// on it.
     mutating func lost(acceptedOnConnection accepted: Int) {

@@ -112,6 +112,15 @@ func sendAll(_ m: inout Machine, _ n: Int) -> [UInt32] {
         }
     }
 
+    @Test func aCloseTheSendWindowTakesTheBlameForCountsNothing() {
+        var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 1)
+        _ = sendAll(&m, 3)
+        let s = m.closed(blameTheOldest: false)
+        #expect(s.outcomes.isEmpty)
+        #expect(s.resend.map(\.ticket) == [1, 2, 3])
+        #expect(s.resend.map(\.transientFailures) == [0, 0, 0])
+    }
+
     @Test func aCloseWithoutErrorResponseResendsAllAndCountsTheOldest() {
         var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 2)
         _ = sendAll(&m, 3)
@@ -337,9 +346,16 @@ func sendAll(_ m: inout Machine, _ n: Int) -> [UInt32] {
         }
         #expect(losses == 6)
         #expect(w.limit == 512)
-        // From here a connection carries 512 a window and lives two windows: its end costs the window nothing.
+        // From here a connection carries 512 a window and lives two windows: its end costs the window nothing,
+        // and the oldest notification on it takes the blame again.
+        #expect(!w.blamesWindow(acceptedOnConnection: 512))
         w.lost(acceptedOnConnection: 512)
         #expect(w.limit == 512)
+        #expect(w.blamesWindow(acceptedOnConnection: 100))
+        var floor = SendWindow(initial: 1, maximum: 10)
+        #expect(!floor.blamesWindow(acceptedOnConnection: 0), "at the minimum, a poison notification must still fail")
+        floor.lost(acceptedOnConnection: 0)
+        #expect(floor.limit == 1)
     }
 }
 
