@@ -90,13 +90,13 @@ def run(scenario, binary, count, rate, timeout):
         production.start()
 
         reader = h.RecordReader(os.path.join(workdir, "record.jsonl"))
-        errors = h_errors = ErrorTopic(servers)
+        errors = ErrorTopic(servers)
         kills_done, restarted, terminated = 0, False, False
         deadline = started + timeout
         finished = False
         while time.time() < deadline:
             reader.update()
-            h_errors.update()
+            errors.update()
             delivered = len(reader.seen)
             if scenario.refuse_s and simulator is None and time.time() - started >= scenario.refuse_s:
                 simulator = h.Simulator(binary, workdir, faults, gateway_port, feedback_port)
@@ -117,7 +117,7 @@ def run(scenario, binary, count, rate, timeout):
                 worker = h.Worker(binary, config, workdir, http_port)
                 terminated = True
                 notes.append(f"worker SIGTERMed at {delivered} delivered (exit {code}), started again")
-            if produced.is_set() and len(reader.seen | h_errors.numbers()) >= count:
+            if produced.is_set() and len(reader.seen | errors.numbers()) >= count:
                 finished = True
                 break
             time.sleep(0.2)
@@ -126,12 +126,12 @@ def run(scenario, binary, count, rate, timeout):
         summary = simulator.stop() if simulator else {}
         simulator = None
         reader.update()
-        h_errors.update()
+        errors.update()
         production.join(5)
 
-        error_numbers = h_errors.numbers()
+        error_numbers = errors.numbers()
         by_reason = {}
-        for e in h_errors.events:
+        for e in errors.events:
             by_reason[e["reason"]] = by_reason.get(e["reason"], 0) + 1
         delivered = reader.seen
         missing = count - len(delivered | error_numbers)
@@ -146,7 +146,7 @@ def run(scenario, binary, count, rate, timeout):
         }
         return {
             "scenario": scenario.name, "events": count, "delivered": len(delivered), "missing": missing,
-            "duplicates": reader.duplicates, "error_events": by_reason, "error_event_duplicates": len(h_errors.events) - len(error_numbers),
+            "duplicates": reader.duplicates, "error_events": by_reason, "error_event_duplicates": len(errors.events) - len(error_numbers),
             "seconds": round(elapsed, 1), "exits": exits, "notes": notes, "simulator": summary,
             "passed": all(checks.values()), "failed_checks": [k for k, ok in checks.items() if not ok],
         }
