@@ -146,22 +146,23 @@ final class ConnectionPool: Sendable {
         for handler in wake { handler.eventLoop.execute { handler.value.pump() } }
     }
 
-    /// Up to `max` deliveries for `slot` to send; when there are none, the slot is woken by the next submit.
-    func take(max: Int, slot: Int) -> [Delivery] {
+    /// Up to `max` deliveries for `slot` to send, and no more than the send window leaves room for beside the
+    /// `held` unaccepted ones it has (empty when it is full: its acceptance tick pumps again). When there are none,
+    /// the slot is woken by the next submit.
+    func take(max: Int, slot: Int, held: Int) -> [Delivery] {
         state.withLock { s in
+            let room = s.window.limit - held
+            guard room > 0 else { return [] }
             if s.pending.isEmpty {
                 s.waiting.insert(slot)
                 return []
             }
-            let count = Swift.min(max, s.pending.count)
+            let count = Swift.min(max, room, s.pending.count)
             let batch = Array(s.pending.prefix(count))
             s.pending.removeFirst(count)
             return batch
         }
     }
-
-    /// The most notifications a connection may hold unaccepted now (``SendWindow``).
-    var sendLimit: Int { state.withLock { $0.window.limit } }
 
     /// Whether a connection ending now, after `accepted` were accepted on it, is the send window's doing.
     func windowBlamed(acceptedOnConnection accepted: Int) -> Bool {

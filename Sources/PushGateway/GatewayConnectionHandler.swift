@@ -176,11 +176,9 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
                 continueNextTurn(context)
                 return
             }
-            // The send window caps what this connection holds unaccepted; the acceptance tick pumps again once
-            // notifications leave it.
-            let room = pool.sendLimit - machine.inFlight.count
-            if room <= 0 { break }
-            let batch = pool.take(max: Swift.min(Self.batchSize, room), slot: slot)
+            // The send window caps what this connection holds unaccepted (one lock with the queue); the
+            // acceptance tick pumps again once notifications leave it.
+            let batch = pool.take(max: Self.batchSize, slot: slot, held: machine.inFlight.count)
             if batch.isEmpty { break }
             batches += 1
             let unixNow = unixSeconds()
