@@ -249,14 +249,16 @@ if ProcessInfo.processInfo.environment["PUSHWORKER_BENCHMARKS"] == "1" {
 
 // Fuzz targets (libFuzzer) are declared only when asked for: `scripts/fuzz/run` sets PUSHWORKER_FUZZ=1 and builds
 // them in .build-fuzz with `-sanitize=fuzzer,address` for every Swift module, so that PushCore is instrumented too.
-// Each target's entry point hands the command line to libFuzzer's driver (CFuzzerDriver).
+// Each target hands its body to `runFuzzer` (FuzzSupport), which starts libFuzzer's driver (CFuzzerDriver).
 if ProcessInfo.processInfo.environment["PUSHWORKER_FUZZ"] == "1" {
     package.targets.append(.target(name: "CFuzzerDriver", path: "Fuzz/CFuzzerDriver"))
+    package.targets.append(.target(name: "FuzzSupport", dependencies: ["CFuzzerDriver"], path: "Fuzz/FuzzSupport",
+                                   swiftSettings: [.swiftLanguageMode(.v6)]))
     for name in ["FuzzEventDecoder", "FuzzErrorResponse", "FuzzFeedback"] {
         package.targets.append(
             .executableTarget(
                 name: name,
-                dependencies: ["PushCore", "CFuzzerDriver", .product(name: "NIOCore", package: "swift-nio")],
+                dependencies: ["PushCore", "FuzzSupport", .product(name: "NIOCore", package: "swift-nio")],
                 path: "Fuzz/\(name)",
                 swiftSettings: [.swiftLanguageMode(.v6)]
             ))

@@ -2,15 +2,11 @@
 //
 // It must not trap; each response it reads takes exactly 6 bytes and writes back as the same bytes (a status the
 // table does not define keeps its code); a stream that is not error responses throws without consuming.
-import CFuzzerDriver
-#if canImport(Glibc)
-import Glibc
-#endif
+import FuzzSupport
 import NIOCore
 import PushCore
 
-private func fuzzErrorResponse(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
-    let bytes = start.map { Array(UnsafeBufferPointer(start: $0, count: count)) } ?? []
+runFuzzer { bytes in
     var buffer = ByteBuffer(bytes: bytes)
     while true {
         let before = buffer.readerIndex
@@ -31,10 +27,4 @@ private func fuzzErrorResponse(_ start: UnsafePointer<UInt8>?, _ count: Int) -> 
         let original = Array(bytes[before..<(before + 6)])
         precondition(Array(again.readableBytesView) == original, "response changed when written back")
     }
-    return 0
 }
-
-// libFuzzer runs the target; its options (-max_total_time=, corpus folders, ...) are the command line.
-var argc = CommandLine.argc
-var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
-exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in fuzzErrorResponse(data, size) })

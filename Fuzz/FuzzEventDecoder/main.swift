@@ -4,18 +4,14 @@
 // - a valid event encodes to a frame that the strict gateway decoder (the simulator's) accepts with the same token,
 //   payload, priority and identifier, leaving no byte over;
 // - a rejected event becomes a delivery-error event whose JSON parses and passes the delivery-error validator.
-import CFuzzerDriver
-#if canImport(Glibc)
-import Glibc
-#endif
+import FuzzSupport
 import NIOCore
 import PushCore
 
 private let decoder = EventDecoder()
 private let source = RecordSource(topic: "notifications", partition: 0, offset: 0)
 
-private func fuzzEventDecoder(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
-    let bytes = start.map { Array(UnsafeBufferPointer(start: $0, count: count)) } ?? []
+runFuzzer { bytes in
     switch decoder.decode(bytes) {
     case .success(let event):
         let notification = event.notification(identifier: 7, recordTimestamp: 1_800_000_000_000, defaultTTL: 86_400)
@@ -33,10 +29,4 @@ private func fuzzEventDecoder(_ start: UnsafePointer<UInt8>?, _ count: Int) -> C
         guard let json = try? JSONValue(parsing: output.json()) else { fatalError("the delivery-error event is not JSON") }
         precondition((try? DeliveryErrorEvent(validating: json)) != nil, "the delivery-error event does not validate")
     }
-    return 0
 }
-
-// libFuzzer runs the target; its options (-max_total_time=, corpus folders, ...) are the command line.
-var argc = CommandLine.argc
-var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
-exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in fuzzEventDecoder(data, size) })

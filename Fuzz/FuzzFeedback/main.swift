@@ -2,15 +2,11 @@
 //
 // It must not trap; every tuple it reads writes back as the bytes it consumed and becomes a feedback event whose
 // JSON passes the feedback validator; leftovers are reported as a trailing-bytes error exactly when there are any.
-import CFuzzerDriver
-#if canImport(Glibc)
-import Glibc
-#endif
+import FuzzSupport
 import NIOCore
 import PushCore
 
-private func fuzzFeedback(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
-    let bytes = start.map { Array(UnsafeBufferPointer(start: $0, count: count)) } ?? []
+runFuzzer { bytes in
     var buffer = ByteBuffer(bytes: bytes)
     while true {
         let before = buffer.readerIndex
@@ -33,10 +29,4 @@ private func fuzzFeedback(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt 
         guard let json = try? JSONValue(parsing: event.json()) else { fatalError("the feedback event is not JSON") }
         precondition((try? FeedbackEvent(validating: json)) != nil, "the feedback event does not validate")
     }
-    return 0
 }
-
-// libFuzzer runs the target; its options (-max_total_time=, corpus folders, ...) are the command line.
-var argc = CommandLine.argc
-var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
-exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in fuzzFeedback(data, size) })
