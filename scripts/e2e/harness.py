@@ -316,26 +316,31 @@ class RecordReader:
         return self.lines - len(self.seen)
 
 
-def error_events(servers, topic=ERRORS):
-    """Every event on the delivery error topic, read from the beginning outside any group."""
+def read_topic(servers, topic):
+    """Every record value of a topic, read from the beginning to its end outside any group."""
     consumer = Consumer({"bootstrap.servers": servers, "group.id": "e2e-reader", "enable.auto.commit": False, "log_level": 3,
                          "receive.message.max.bytes": 1000000000})
     metadata = consumer.list_topics(topic, timeout=10)
     partitions = [TopicPartition(topic, p, 0) for p in metadata.topics[topic].partitions]
     ends = {p.partition: consumer.get_watermark_offsets(p, timeout=10)[1] for p in partitions}
     consumer.assign(partitions)
-    events = []
+    values = []
     remaining = {p: end for p, end in ends.items() if end > 0}
     deadline = time.time() + 60
     while remaining and time.time() < deadline:
         for message in consumer.consume(1000, 0.5):
             if message.error():
                 continue
-            events.append(json.loads(message.value()))
+            values.append(message.value())
             if message.offset() + 1 >= remaining.get(message.partition(), 0):
                 remaining.pop(message.partition(), None)
     consumer.close()
-    return events
+    return values
+
+
+def numbers_in_input(servers):
+    """The event numbers the input topic holds."""
+    return {int(m.group(1)) for v in read_topic(servers, INPUT) for m in [NUMBER.search(v)] if m}
 
 
 def percentile(sorted_values, q):
