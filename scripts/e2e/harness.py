@@ -176,9 +176,11 @@ class Simulator:
 
 
 def worker_config(workdir, servers, gateway_port, feedback_port, http_port, max_in_flight=100000, connections=2,
-                  reconnect=(500, 60000, 30), instance="bench-worker-1", acceptance_ms=1000, log_level="warning"):
+                  reconnect=(500, 60000, 30), instance="bench-worker-1", acceptance_ms=1000, log_level="warning",
+                  consumer_properties=None):
     pki = f"{ROOT}/pki"
     path = os.path.join(workdir, "pushworker.yaml")
+    extra = "".join(f'    {key}: "{value}"\n' for key, value in (consumer_properties or {}).items())
     with open(path, "w") as f:
         f.write(f"""kafka:
   brokers: "{servers}"
@@ -190,7 +192,7 @@ def worker_config(workdir, servers, gateway_port, feedback_port, http_port, max_
     session.timeout.ms: "6000"
     group.instance.id: "{instance}"
     receive.message.max.bytes: "1000000000"
-apps:
+{extra}apps:
   - bundle_id: {APP}
     environment: production
     certificate: {pki}/app.pem
