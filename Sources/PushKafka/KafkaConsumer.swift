@@ -48,7 +48,8 @@ public final class OffsetBook: Sendable {
 /// A member of a consumer group over the input topics (librdkafka), polled on a thread of its own so that nothing
 /// blocks the cooperative pool. Offsets are stored only for settled prefixes (``OffsetBook``) and committed by
 /// librdkafka's auto-commit, and synchronously when partitions are revoked and on close. When the pipeline holds
-/// `maxOutstanding` unsettled records, the assigned partitions are paused: fetching stops, nothing is dropped.
+/// `maxOutstanding` unsettled records, the assigned partitions are paused: fetching stops, nothing is dropped
+/// (``FetchThrottle`` decides when, and applies its state again after every rebalance).
 public final class KafkaConsumer: Sendable {
     public let offsets = OffsetBook()
     /// Batches of records, in partition order, as polled.
@@ -137,21 +138,15 @@ public final class KafkaConsumer: Sendable {
     public var assignment: [TopicPartition] { context.assignment }
 
     private func pollLoop() {
-        var paused = false
-        var pausedGeneration = -1
+        var throttle = FetchThrottle(limit: maxOutstanding)
         while !stopRequested.load(ordering: .relaxed) {
-            let generation = context.generation
             // Suspended (graceful shutdown) counts as full: fetching stops, the group membership and commits go on.
             let outstanding = suspended.load(ordering: .relaxed) ? Int.max : offsets.outstanding
-            // Hysteresis: pausing drops librdkafka's prefetched records (they are fetched again on resume), so
-            // fetching resumes only once a quarter of the room is free again.
-            if outstanding >= maxOutstanding && (!paused || pausedGeneration != generation) {
-                setPaused(true)
-                paused = true
-                pausedGeneration = generation
-            } else if paused && outstanding <= maxOutstanding * 3 / 4 {
-                setPaused(false)
-                paused = false
+            // The rebalance callback runs inside rd_kafka_consumer_poll on this thread: the assignment read here
+            // is the one the action applies to.
+            let assignment = context.assignmentAndGeneration
+            if let action = throttle.next(outstanding: outstanding, assignment: assignment.partitions, generation: assignment.generation) {
+                apply(action)
             }
             var batch: [KafkaRecord] = []
             var timeout: Int32 = 100
@@ -182,14 +177,16 @@ public final class KafkaConsumer: Sendable {
         continuation.finish()
     }
 
-    private func setPaused(_ pause: Bool) {
-        var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
-        guard rd_kafka_assignment(client, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list else { return }
-        // Lists from rd_kafka_assignment must be destroyed before the client is (KAFKA-TESTING.md).
-        defer { rd_kafka_topic_partition_list_destroy(list) }
-        if pause { rd_kafka_pause_partitions(client, list) } else { rd_kafka_resume_partitions(client, list) }
+    private func apply(_ action: FetchThrottle.Action) {
+        let (pause, partitions) = switch action {
+        case .pause(let p): (true, p)
+        case .resume(let p): (false, p)
+        }
         pausedFlag.store(pause, ordering: .relaxed)
-        logger.debug(pause ? "paused fetching: the pipeline is full" : "resumed fetching", metadata: ["partitions": "\(list.pointee.cnt)"])
+        guard !partitions.isEmpty else { return }
+        let list = PartitionList(partitions.map { ($0, Int64(RD_KAFKA_OFFSET_INVALID)) })
+        if pause { rd_kafka_pause_partitions(client, list.pointer) } else { rd_kafka_resume_partitions(client, list.pointer) }
+        logger.debug(pause ? "paused fetching: the pipeline is full" : "resumed fetching", metadata: ["partitions": "\(partitions)"])
     }
 
     /// Stores (for auto-commit) the offsets past each partition's settled prefix.
@@ -252,7 +249,9 @@ final class RebalanceContext: Sendable {
     }
 
     var assignment: [TopicPartition] { state.withLock { $0.assignment } }
-    var generation: Int { state.withLock { $0.generation } }
+    var assignmentAndGeneration: (partitions: [TopicPartition], generation: Int) {
+        state.withLock { ($0.assignment, $0.generation) }
+    }
 
     func assigned(_ partitions: [TopicPartition], incremental: Bool) {
         state.withLock { s in

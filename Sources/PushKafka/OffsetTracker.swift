@@ -1,7 +1,7 @@
 import DequeModule
 
 /// A Kafka partition of a topic.
-public struct TopicPartition: Hashable, Sendable, CustomStringConvertible {
+public struct TopicPartition: Hashable, Comparable, Sendable, CustomStringConvertible {
     public var topic: String
     public var partition: Int32
 
@@ -11,6 +11,10 @@ public struct TopicPartition: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "\(topic)[\(partition)]" }
+
+    public static func < (a: TopicPartition, b: TopicPartition) -> Bool {
+        (a.topic, a.partition) < (b.topic, b.partition)
+    }
 }
 
 /// Which offsets may be committed: per partition, the contiguous prefix of records that are settled.

@@ -139,4 +139,58 @@ import Testing
         // It stopped at the limit plus at most one poll batch, with 1,950 records still waiting on the broker.
         #expect(outstandingWhenPaused >= 50 && outstandingWhenPaused <= 60)
     }
+
+    /// A rebalance while fetching is paused (a second member joins, then leaves) must not leave the first member's
+    /// partitions paused: librdkafka keeps a partition's pause across revocation and reassignment. When the resume
+    /// named only the partitions assigned at that moment (none, during the rebalance), this consumer never fetched
+    /// again and the time limit failed the test.
+    @Test(.timeLimit(.minutes(1))) func aRebalanceWhilePausedDoesNotStallFetching() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("events", partitions: 2)
+        try await Self.produce(cluster, topic: "events", (0..<1000).map { "r\($0)" })
+        let properties = Self.consumerProperties(cluster, group: "g6")
+        let first = try KafkaConsumer(properties: properties, topics: ["events"], maxOutstanding: 50, maxBatch: 10)
+        let distinct = await withTaskGroup(of: Int.self) { tasks in
+            tasks.addTask {
+                await first.run()
+                return -1
+            }
+            tasks.addTask {
+                var records = first.records.makeAsyncIterator()
+                var received: [KafkaRecord] = []
+                // Full: nothing settled, so the consumer pauses.
+                while first.offsets.outstanding < 50, let batch = await records.next() { received += batch }
+                while !first.isPaused { await Task.yield() }
+                // A member joins (a consumer joins when it is made), takes a partition until it has a record, and
+                // leaves: two rebalances while full.
+                guard let second = try? KafkaConsumer(properties: properties, topics: ["events"], maxOutstanding: 1000) else {
+                    first.stop()
+                    return 0
+                }
+                await withTaskGroup(of: Void.self) { members in
+                    members.addTask { await second.run() }
+                    members.addTask {
+                        for await _ in second.records { break }
+                        second.stop()
+                    }
+                }
+                // Now everything is settled as it comes: every record must arrive, including the ones the second
+                // member held unsettled and the ones behind the pause.
+                for record in received { first.offsets.outcomeKnown(record) }
+                var seen = Set(received.map { "\($0.partition):\($0.offset)" })
+                while seen.count < 1000, let batch = await records.next() {
+                    for record in batch {
+                        first.offsets.outcomeKnown(record)
+                        seen.insert("\(record.partition):\(record.offset)")
+                    }
+                }
+                first.stop()
+                return seen.count
+            }
+            var out = 0
+            for await r in tasks where r >= 0 { out = r }
+            return out
+        }
+        #expect(distinct == 1000)
+    }
 }
