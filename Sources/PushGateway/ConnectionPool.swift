@@ -29,6 +29,8 @@ public struct PoolStatus: Sendable {
     public var connectionAttempts: Int
     public var lastError: String?
     public var consecutiveFailures: Int
+    /// Error responses that rejected a notification already counted accepted (answered after the acceptance window).
+    public var lateErrorResponses: Int
     public var events: [PoolEvent]
 }
 
@@ -63,6 +65,7 @@ final class ConnectionPool: Sendable {
         var stopped = false
         var lastError: String?
         var attempts = 0
+        var lateErrorResponses = 0
         var events = Deque<PoolEvent>()
         var stopWaiter: CheckedContinuation<Void, Never>?
 
@@ -192,6 +195,20 @@ final class ConnectionPool: Sendable {
         }
         report(settlement.outcomes)
         for handler in wake { handler.eventLoop.execute { handler.value.pump() } }
+    }
+
+    /// An error response named a notification this connection no longer holds. For status 10 that is ordinary (the
+    /// last notification the gateway processed was accepted by the window already). For a status that rejects, the
+    /// answer came after the acceptance window and the notification already counted as accepted: the gateway
+    /// discarded one that was reported delivered. Logged and counted so that operators raise the window.
+    func unmatchedErrorResponse(status: GatewayStatus, identifier: UInt32) {
+        guard let reason = status.deliveryErrorReason else { return }
+        state.withLock { $0.lateErrorResponses += 1 }
+        Counter(label: "pushworker_late_error_responses_total", dimensions: [("app", "\(endpoint.key)"), ("reason", reason.rawValue)])
+            .increment()
+        logger.warning("error response names a notification no longer in flight (answered after the acceptance window?)", metadata: [
+            "app": "\(endpoint.key)", "status": "\(status)", "identifier": "\(identifier)",
+        ])
     }
 
     func report(_ outcomes: [DeliveryOutcome]) {
@@ -365,7 +382,8 @@ final class ConnectionPool: Sendable {
             PoolStatus(
                 readyConnections: s.slots.filter { if case .ready = $0 { true } else { false } }.count,
                 pending: s.pending.count, connectionAttempts: s.attempts, lastError: s.lastError,
-                consecutiveFailures: s.backoff.consecutiveFailures, events: Array(s.events))
+                consecutiveFailures: s.backoff.consecutiveFailures, lateErrorResponses: s.lateErrorResponses,
+                events: Array(s.events))
         }
     }
 }

@@ -109,9 +109,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
         end = .errorResponse(response.status)
         let settlement = machine.receive(response)
         if let unmatched = settlement.unmatchedIdentifier {
-            pool.logger.warning("error response names a notification no longer in flight", metadata: [
-                "app": "\(pool.endpoint.key)", "status": "\(response.status)", "identifier": "\(unmatched)",
-            ])
+            pool.unmatchedErrorResponse(status: response.status, identifier: unmatched)
         }
         pool.settle(settlement, cause: response.status == .shutdown ? "shutdown" : "error_response")
         context.close(promise: nil)

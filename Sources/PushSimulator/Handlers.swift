@@ -36,8 +36,13 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
     private var closing = false
     private var records: [RecordedNotification] = []
     private var counts = SimulatorSummary()
+    private let errorResponseDelay: TimeAmount
 
-    init(session: GatewaySession, connection: Int, state: SimulatorState, recorder: Recorder, logger: Logger) {
+    init(
+        session: GatewaySession, connection: Int, state: SimulatorState, recorder: Recorder, logger: Logger,
+        errorResponseDelay: TimeAmount = .zero
+    ) {
+        self.errorResponseDelay = errorResponseDelay
         self.session = session
         self.connection = connection
         self.state = state
@@ -88,9 +93,10 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    /// Sends an error response; everything the client sends after it is discarded. The connection closes when the
-    /// client closes it, or a second after the response: closing with the client's data unread would make the
-    /// kernel reset the connection, and a reset can destroy the response before the client reads it.
+    /// Sends an error response (after `errorResponseDelay`, if one is set); everything the client sends after the
+    /// notification it names is discarded. The connection closes when the client closes it, or a second after the
+    /// response: closing with the client's data unread would make the kernel reset the connection, and a reset can
+    /// destroy the response before the client reads it.
     private func respond(_ context: ChannelHandlerContext, _ response: ErrorResponse) {
         closing = true
         counts.errorResponses[response.status.code, default: 0] += 1
@@ -98,8 +104,16 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
         var buffer = context.channel.allocator.buffer(capacity: ErrorResponse.size)
         response.write(into: &buffer)
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        context.writeAndFlush(wrapOutboundOut(buffer)).whenComplete { _ in
-            loopBound.value.eventLoop.scheduleTask(in: .seconds(1)) { loopBound.value.close(promise: nil) }
+        let send: @Sendable () -> Void = { [buffer] in
+            let context = loopBound.value
+            context.writeAndFlush(NIOAny(buffer)).whenComplete { _ in
+                loopBound.value.eventLoop.scheduleTask(in: .seconds(1)) { loopBound.value.close(promise: nil) }
+            }
+        }
+        if errorResponseDelay > .zero {
+            context.eventLoop.scheduleTask(in: errorResponseDelay) { send() }
+        } else {
+            send()
         }
     }
 

@@ -170,7 +170,8 @@ public final class GatewaySimulator: Service, Sendable {
         try pipeline.addHandler(ByteToMessageHandler(NotificationStreamDecoder()))
         try pipeline.addHandler(GatewayConnectionHandler(
             session: GatewaySession(configuration: configuration, connection: connection), connection: connection,
-            state: state, recorder: recorder, logger: logger))
+            state: state, recorder: recorder, logger: logger,
+            errorResponseDelay: .milliseconds(Int64(configuration.errorResponseDelayMilliseconds))))
     }
 }
 

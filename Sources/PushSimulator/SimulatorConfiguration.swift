@@ -26,6 +26,9 @@ public struct SimulatorConfiguration: Sendable {
     public var seed: UInt64 = 1
     /// Pause this long before each read, so that a fast client meets backpressure.
     public var readDelayMilliseconds = 0
+    /// Send each error response this long after the notification it names (what follows is still discarded): a
+    /// gateway that answers later than the client's acceptance window.
+    public var errorResponseDelayMilliseconds = 0
     /// The first N connection attempts (to the gateway port) are closed at once.
     public var refuseConnections = 0
 

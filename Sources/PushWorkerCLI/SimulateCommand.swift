@@ -44,6 +44,7 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "Answer status 1 for this share of notifications (0...1).") var processingErrorRate = 0.0
     @Option(help: "Seed of the processing-error draw.") var seed: UInt64 = 1
     @Option(name: .customLong("read-delay-ms"), help: "Pause N ms before each read of 4 KiB (a slow reader).") var readDelayMs = 0
+    @Option(name: .customLong("error-delay-ms"), help: "Send each error response N ms late (later than the client's acceptance window).") var errorDelayMs = 0
     @Option(help: "Refuse the first N gateway connection attempts.") var refuseConnections = 0
     @Option(name: .customLong("unregistered-after-s"), help: "Seconds before a token that got status 8 is in the feedback list.") var unregisteredAfterS = 0
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "notice"
@@ -54,6 +55,7 @@ struct SimulateCommand: AsyncParsableCommand {
         }
         guard (0...1).contains(processingErrorRate) else { throw ValidationError("--processing-error-rate must be between 0 and 1") }
         guard readDelayMs >= 0 else { throw ValidationError("--read-delay-ms must not be negative") }
+        guard errorDelayMs >= 0 else { throw ValidationError("--error-delay-ms must not be negative") }
         guard refuseConnections >= 0 else { throw ValidationError("--refuse-connections must not be negative") }
         guard unregisteredAfterS >= 0 else { throw ValidationError("--unregistered-after-s must not be negative") }
         guard (0...65535).contains(gatewayPort), (0...65535).contains(feedbackPort) else { throw ValidationError("ports are 0...65535") }
@@ -71,6 +73,7 @@ struct SimulateCommand: AsyncParsableCommand {
         c.processingErrorRate = processingErrorRate
         c.seed = seed
         c.readDelayMilliseconds = readDelayMs
+        c.errorResponseDelayMilliseconds = errorDelayMs
         c.refuseConnections = refuseConnections
         c.unregisteredAfterSeconds = unregisteredAfterS
         do {

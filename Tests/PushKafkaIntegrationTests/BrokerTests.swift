@@ -17,16 +17,6 @@ final class Received: Sendable {
     var all: Set<String> { values.withLock { $0.set } }
 }
 
-/// Waits for `condition` (checked as the task yields) for at most `limit`; false if it never held.
-func eventually(within limit: Duration = .seconds(60), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now.advanced(by: limit)
-    while !condition() {
-        if ContinuousClock.now > deadline { return false }
-        await Task.yield()
-    }
-    return true
-}
-
 func produce(_ servers: String, topic: String, _ values: [String]) async throws {
     let producer = try KafkaProducer(properties: ["bootstrap.servers": servers, "log_level": "3"])
     let acknowledged = Atomic<Int>(0)

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import PushKafka
+import PushTestSupport
 
 /// A process started from the build folder (the helper is built alongside the tests).
 final class ChildProcess {
