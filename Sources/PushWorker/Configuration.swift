@@ -40,6 +40,9 @@ public struct WorkerConfiguration: Sendable, Equatable {
         public var reconnectInitialMilliseconds = 500
         public var reconnectMaximumMilliseconds = 60_000
         public var reconnectResetAfterSeconds = 30
+        public var idleRenewSeconds = 300
+        public var connectCapPerMinute = 300
+        public var connectCapBurst = 20
     }
 
     public var kafka = Kafka()
@@ -117,6 +120,11 @@ public struct WorkerConfiguration: Sendable, Equatable {
         delivery.reconnectMaximumMilliseconds = try r.int(rc, "max_ms", in: 1...86_400_000) ?? delivery.reconnectMaximumMilliseconds
         delivery.reconnectResetAfterSeconds = try r.int(rc, "reset_after_s", in: 0...86_400) ?? delivery.reconnectResetAfterSeconds
         try rc.rejectUnknown()
+        delivery.idleRenewSeconds = try r.int(d, "idle_renew_s", in: 1...86_400) ?? delivery.idleRenewSeconds
+        let cc = try r.section(d.take("connect_cap"), path: "delivery.connect_cap")
+        delivery.connectCapPerMinute = try r.int(cc, "per_minute", in: 1...1_000_000) ?? delivery.connectCapPerMinute
+        delivery.connectCapBurst = try r.int(cc, "burst", in: 1...100_000) ?? delivery.connectCapBurst
+        try cc.rejectUnknown()
         try d.rejectUnknown()
         if delivery.reconnectMaximumMilliseconds < delivery.reconnectInitialMilliseconds {
             throw ConfigurationError(key: "delivery.reconnect.max_ms", "must not be below initial_ms")
@@ -332,6 +340,9 @@ extension WorkerConfiguration {
         d.reconnectInitial = .milliseconds(delivery.reconnectInitialMilliseconds)
         d.reconnectMaximum = .milliseconds(delivery.reconnectMaximumMilliseconds)
         d.reconnectResetAfter = .seconds(delivery.reconnectResetAfterSeconds)
+        d.idleRenewal = .seconds(delivery.idleRenewSeconds)
+        d.maxNewConnectionsPerMinute = delivery.connectCapPerMinute
+        d.connectBurst = delivery.connectCapBurst
         return d
     }
 

@@ -99,6 +99,24 @@ func problem(_ yaml: String, _ env: [String: String] = [:]) -> ConfigurationErro
         #expect(c.apps[0].gateway == "127.0.0.1:2195")
     }
 
+    /// Keys beyond SPEC section 7: the idle renewal and the cap on new connections per gateway.
+    @Test func theConnectionKeysReachTheEngine() throws {
+        let defaults = try load(specExample).deliveryConfiguration
+        #expect(defaults.idleRenewal == .seconds(300))
+        #expect(defaults.maxNewConnectionsPerMinute == 300)
+        #expect(defaults.connectBurst == 20)
+        let c = try load(specExample.replacingOccurrences(
+            of: "max_attempts: 5", with: "max_attempts: 5\n  idle_renew_s: 120\n  connect_cap: { per_minute: 60, burst: 5 }"))
+        #expect(c.deliveryConfiguration.idleRenewal == .seconds(120))
+        #expect(c.deliveryConfiguration.maxNewConnectionsPerMinute == 60)
+        #expect(c.deliveryConfiguration.connectBurst == 5)
+        let e = try load(specExample, ["PUSHWORKER_DELIVERY_CONNECT_CAP_BURST": "7"])
+        #expect(e.deliveryConfiguration.connectBurst == 7)
+        #expect(problem(specExample, ["PUSHWORKER_DELIVERY_IDLE_RENEW_S": "0"])?.key == "delivery.idle_renew_s")
+        #expect(problem(specExample, ["PUSHWORKER_DELIVERY_CONNECT_CAP_PER_MINUTE": "lots"])?.key == "delivery.connect_cap.per_minute")
+        #expect(problem(specExample, ["PUSHWORKER_DELIVERY_CONNECT_CAP_BURTS": "1"])?.key == "PUSHWORKER_DELIVERY_CONNECT_CAP_BURTS")
+    }
+
     @Test func errorsNameTheKey() {
         #expect(problem(specExample + "\nextra: 1")?.key == "extra")
         #expect(problem(specExample.replacingOccurrences(of: "group_id: pushworker", with: "group_id: pushworker\n  groupid: x"))?.key == "kafka.groupid")
