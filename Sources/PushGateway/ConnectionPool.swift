@@ -31,6 +31,8 @@ public struct PoolStatus: Sendable {
     public var consecutiveFailures: Int
     /// Error responses that rejected a notification already counted accepted (answered after the acceptance window).
     public var lateErrorResponses: Int
+    /// Notifications written to the gateway, resends included.
+    public var written: Int
     public var events: [PoolEvent]
 }
 
@@ -95,7 +97,8 @@ final class ConnectionPool: Sendable {
     private let onOutcomes: @Sendable ([DeliveryOutcome]) -> Void
     private let state: Mutex<State>
     private let clock = ContinuousClock()
-    let sent: Counter
+    private let sent: Counter
+    private let writes = Atomic<Int>(0)
     private let attemptsCounter: Counter
     private let readyGauge: Gauge
     private let windowGauge: Gauge
@@ -167,9 +170,26 @@ final class ConnectionPool: Sendable {
         }
     }
 
+    /// `count` notifications were written to the gateway.
+    func wrote(_ count: Int) {
+        sent.increment(by: Int64(count))
+        writes.add(count, ordering: .relaxed)
+    }
+
     /// Whether a connection ending now, after `accepted` were accepted on it, is the send window's doing.
     func windowBlamed(acceptedOnConnection accepted: Int) -> Bool {
         state.withLock { $0.window.blamesWindow(acceptedOnConnection: accepted) }
+    }
+
+    /// An error response of the gateway's own ended a connection on which `accepted` were accepted, and `resent`
+    /// written after the one it named go again (``SendWindow/gatewayAnswered(resent:acceptedOnConnection:)``).
+    func windowAnswered(resent: Int, acceptedOnConnection accepted: Int) {
+        let (before, after) = state.withLock { s in
+            let before = s.window.limit
+            s.window.gatewayAnswered(resent: resent, acceptedOnConnection: accepted)
+            return (before, s.window.limit)
+        }
+        if after != before { windowGauge.record(after) }
     }
 
     /// `count` notifications passed the acceptance window on a connection that held `held`.
@@ -248,10 +268,9 @@ final class ConnectionPool: Sendable {
                 s.lastError = why
                 delay = s.backoff.failed()
             case .errorResponse(let status):
-                if status == .shutdown {
-                    delay = s.backoff.failed()
-                    if !settlement.resend.isEmpty { s.window.lost(acceptedOnConnection: accepted) }
-                }
+                // What the answer settled, and its weight on the send window, went through settle(_:cause:) when it
+                // was read: the settlement here is empty.
+                if status == .shutdown { delay = s.backoff.failed() }
             case .dropped(let carried):
                 if !carried {
                     delay = s.backoff.failed()
@@ -383,6 +402,7 @@ final class ConnectionPool: Sendable {
                 readyConnections: s.slots.filter { if case .ready = $0 { true } else { false } }.count,
                 pending: s.pending.count, connectionAttempts: s.attempts, lastError: s.lastError,
                 consecutiveFailures: s.backoff.consecutiveFailures, lateErrorResponses: s.lateErrorResponses,
+                written: writes.load(ordering: .relaxed),
                 events: Array(s.events))
         }
     }

@@ -112,6 +112,9 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
             pool.unmatchedErrorResponse(status: response.status, identifier: unmatched)
         }
         pool.settle(settlement, cause: response.status == .shutdown ? "shutdown" : "error_response")
+        if response.status == .shutdown || response.status.isTransient {
+            pool.windowAnswered(resent: settlement.resend.count, acceptedOnConnection: machine.acceptedCount)
+        }
         context.close(promise: nil)
     }
 
@@ -192,7 +195,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
             if buffer.readableBytes > 0 {
                 // One flush per batch: the TLS handler encrypts on flush, so writability tracks what is queued.
                 context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
-                pool.sent.increment(by: Int64(batch.count - expired.count))
+                pool.wrote(batch.count - expired.count)
                 carried = true
                 lastActivity = now
             }

@@ -5,18 +5,28 @@
 /// - It starts at `initial` (the engine uses `maxInFlight`: no limit of its own until a connection ends early) and
 ///   grows while connections fill it and their notifications pass the acceptance window: by what was accepted
 ///   (doubling per window) up to `threshold`, then by an eighth of it.
-/// - A connection that ends losing what it held (a close with no error response, or a status 10 with
-///   notifications after the one it named) before a window's worth of notifications was accepted on it halves the
-///   window (never below `minimum`) and sets `threshold` there. So a gateway that ends connections sooner than the
-///   acceptance window passes still sees progress (with an unbounded window nothing would ever be accepted there),
-///   and what one end can make the worker resend stays near what the gateway lets a connection carry.
-/// - A connection that carried at least a window's worth before it ended says nothing against the window, nor do
-///   error responses about one notification (an invalid token, say).
+/// - A connection that closes with no error response before a window's worth of notifications was accepted on it
+///   halves the window (never below `minimum`) and sets `threshold` there. So a gateway that ends connections
+///   sooner than the acceptance window passes still sees progress (with an unbounded window nothing would ever be
+///   accepted there). A connection that carried at least a window's worth before it closed says nothing against
+///   the window.
+/// - An error response of the gateway's own (status 10, or a processing error: 1, 255 or a code the table does
+///   not define) after which more notifications must be resent than the connection delivered (and more than
+///   ``toleratedResends``) halves it too: what followed the named notification was written while the answer was
+///   on its way, and with no bound a burst fills every buffer between the two ends, so that each such answer
+///   costs thousands of resends. It never halves below four times what such connections deliver on average
+///   (`carried`, a moving average): a window below a connection's lifetime would make the connection wait on the
+///   acceptance window before the gateway ends it, and where the gateway's answers come at random (processing
+///   errors) that wait costs more than the resends. Each answer then costs a few connections' worth at most.
+/// - Error responses about one notification's data (an invalid token, say) say nothing against it: a window small
+///   enough to bound their resends would make every connection wait on the acceptance window.
 struct SendWindow: Sendable, Equatable {
     let minimum: Int
     let maximum: Int
     private(set) var limit: Int
     private(set) var threshold: Int
+    /// What connections ended by the gateway's own answer delivered, on average (weight 1/8 to the newest).
+    private(set) var carried: Double?
 
     init(initial: Int, minimum: Int = 1, maximum: Int) {
         self.minimum = max(1, minimum)
@@ -45,6 +55,26 @@ struct SendWindow: Sendable, Equatable {
     /// on it.
     mutating func lost(acceptedOnConnection accepted: Int) {
         guard accepted < limit else { return }
+        halve()
+    }
+
+    /// Resends after a gateway's answer that shrink nothing: a few are the cost of any pipelining.
+    static let toleratedResends = 16
+
+    /// An error response of the gateway's own (status 10, 1, 255, undefined) ended a connection on which
+    /// `accepted` notifications were accepted (those before the named one included); `resent`, written after the
+    /// named one, go again.
+    mutating func gatewayAnswered(resent: Int, acceptedOnConnection accepted: Int) {
+        let average = carried.map { $0 + (Double(accepted) - $0) / 8 } ?? Double(accepted)
+        carried = average
+        guard resent > Swift.max(accepted, Self.toleratedResends) else { return }
+        let halved = Swift.max(minimum, limit / 2, Int((4 * average).rounded(.up)))
+        guard halved < limit else { return }
+        limit = halved
+        threshold = limit
+    }
+
+    private mutating func halve() {
         limit = Swift.max(minimum, limit / 2)
         threshold = limit
     }

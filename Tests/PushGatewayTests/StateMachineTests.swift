@@ -359,6 +359,34 @@ func sendAll(_ m: inout Machine, _ n: Int) -> [UInt32] {
     }
 }
 
+extension SendWindowTests {
+    /// A gateway that answers status 10 (or 1) after every 100 notifications while thousands were written behind:
+    /// the window halves while an answer costs more resends than its connection delivered, down to four times
+    /// what such connections deliver, so that no connection waits on the acceptance window before its answer.
+    @Test func aCostlyAnswerHalvesItDownToFourConnectionsWorth() {
+        var w = SendWindow(initial: 100_000, maximum: 100_000)
+        var answers = 0
+        while true {
+            let written = min(w.limit, 10_000)  // what was pending
+            let before = w.limit
+            w.gatewayAnswered(resent: written - 100, acceptedOnConnection: 100)
+            answers += 1
+            if w.limit == before { break }
+        }
+        #expect(w.limit == 400)
+        #expect(w.threshold == 400)
+        #expect(answers == 9)
+        // A few resends, or fewer than the connection delivered, shrink nothing.
+        w.gatewayAnswered(resent: 16, acceptedOnConnection: 0)
+        w.gatewayAnswered(resent: 95, acceptedOnConnection: 100)
+        #expect(w.limit == 400)
+        // Shorter connections lower the floor as the average follows them.
+        for _ in 0..<40 { w.gatewayAnswered(resent: w.limit - 10, acceptedOnConnection: 10) }
+        #expect(w.limit < 100)
+        #expect(w.limit >= 40)
+    }
+}
+
 @Suite struct ConnectCapTests {
     @Test func errorResponsesAboutOneNotificationsDataDoNotCount() {
         for code: UInt8 in 2...8 { #expect(!ConnectionEnd.errorResponse(GatewayStatus(code: code)).countsTowardConnectCap) }
