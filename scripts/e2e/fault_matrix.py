@@ -4,6 +4,8 @@ For every scenario a fresh broker, simulator and worker run; events are offered 
 faults land while work is in flight. At the end it counts, per scenario: delivered (distinct events the simulator
 accepted), missing (events with neither a delivery nor a delivery error), duplicates (extra deliveries), and
 delivery error events by reason, and compares them with what the fault must produce. Missing must be 0 everywhere.
+It also prints the notifications the workers wrote to the gateway per event (resends included): how much a fault
+costs on the wire.
 
 For diagnosis: FAULT_MATRIX_KEEP=1 keeps each scenario's directory (worker.log, record.jsonl, the broker's data),
 FAULT_MATRIX_LOG_LEVEL sets the worker's log level, FAULT_MATRIX_KAFKA_DEBUG sets librdkafka's `debug` contexts
@@ -114,6 +116,7 @@ def run(scenario, binary, count, rate, timeout):
         reader = h.RecordReader(os.path.join(workdir, "record.jsonl"))
         errors = ErrorTopic(servers)
         kills_done, restarted, terminated = 0, False, False
+        writes = 0  # notifications written to the gateway, summed over the worker processes (read before each ends)
         deadline = started + timeout
         finished = False
         while time.time() < deadline:
@@ -129,11 +132,13 @@ def run(scenario, binary, count, rate, timeout):
                 restarted = True
                 notes.append(f"broker restarted at {delivered} delivered")
             if kills_done < scenario.kills and delivered >= count * (kills_done + 1) // (scenario.kills + 1):
+                writes += worker.writes()
                 exits.append(("SIGKILL", worker.kill()))
                 worker = h.Worker(binary, config, workdir, http_port)
                 kills_done += 1
                 notes.append(f"worker SIGKILLed at {delivered} delivered")
             if scenario.sigterm and not terminated and delivered >= count // 2:
+                writes += worker.writes()
                 code = worker.terminate()
                 exits.append(("SIGTERM", code))
                 worker = h.Worker(binary, config, workdir, http_port)
@@ -144,6 +149,7 @@ def run(scenario, binary, count, rate, timeout):
                 break
             time.sleep(0.2)
         elapsed = time.time() - started
+        writes += worker.writes()
         exits.append(("final SIGTERM", worker.terminate()))
         summary = simulator.stop() if simulator else {}
         simulator = None
@@ -176,7 +182,7 @@ def run(scenario, binary, count, rate, timeout):
         return {
             "scenario": scenario.name, "events": count, "delivered": len(delivered), "missing": missing,
             "duplicates": reader.duplicates, "error_events": by_reason, "error_event_duplicates": len(errors.events) - len(error_numbers),
-            "seconds": round(elapsed, 1), "exits": exits, "notes": notes, "simulator": summary,
+            "seconds": round(elapsed, 1), "writes": int(writes), "exits": exits, "notes": notes, "simulator": summary,
             "passed": all(checks.values()), "failed_checks": [k for k, ok in checks.items() if not ok],
         }
     finally:
@@ -213,6 +219,7 @@ def main():
         status = "PASS" if result["passed"] else "FAIL"
         print(f"{status:<5} {result['scenario']:<40} delivered {result['delivered']:>6}  "
               f"missing {result['missing']}  duplicates {result['duplicates']:>5}  error events: {reasons}  "
+              f"writes {result['writes'] / result['events']:.2f} per event  "
               f"({result['seconds']} s)", flush=True)
         for note in result["notes"]:
             print(f"      {note}")

@@ -265,6 +265,10 @@ class Worker:
         return sum(v for k, v in m.items() if k.startswith("pushworker_notifications_accepted_total")
                    or k.startswith("pushworker_delivery_errors_total"))
 
+    def writes(self):
+        """Notifications written to the gateway by this process so far (resends included)."""
+        return sum(v for k, v in self.metrics().items() if k.startswith("pushworker_notifications_sent_total"))
+
     def terminate(self, timeout=60):
         self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout)
