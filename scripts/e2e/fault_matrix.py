@@ -28,16 +28,18 @@ import harness as h
 
 class Scenario:
     def __init__(self, name, faults=(), invalid_share=0, refuse_s=0, broker_restart=False, kills=0, sigterm=False,
-                 preload=False):
+                 preload=False, max_writes=None):
         self.name, self.faults, self.invalid_share, self.preload = name, list(faults), invalid_share, preload
+        # Writes to the gateway per event at most (resends included): no resend storm under this fault.
+        self.max_writes = max_writes
         self.refuse_s, self.broker_restart, self.kills, self.sigterm = refuse_s, broker_restart, kills, sigterm
 
 
 SCENARIOS = [
-    Scenario("status 10 every 100", faults=["--shutdown-every", "100"]),
+    Scenario("status 10 every 100", faults=["--shutdown-every", "100"], max_writes=8),
     Scenario("abrupt close every 1,000", faults=["--close-every", "1000"]),
     Scenario("5% invalid tokens", invalid_share=20),
-    Scenario("processing errors 1%", faults=["--processing-error-rate", "0.01", "--seed", "7"]),
+    Scenario("processing errors 1%", faults=["--processing-error-rate", "0.01", "--seed", "7"], max_writes=8),
     Scenario("gateway refusing connections for 10 s", refuse_s=10),
     # The events are in the broker (and in its snapshot) before the restart: noida-db snapshots every 1-2 s, and a
     # restart while events are still being produced loses acknowledged records and reuses their offsets, which
@@ -179,6 +181,8 @@ def run(scenario, binary, count, rate, timeout):
             "no event both delivered and failed": not (delivered & error_numbers),
             "graceful exits are 0": all(code == 0 for kind, code in exits if kind != "SIGKILL"),
         }
+        if scenario.max_writes:
+            checks[f"at most {scenario.max_writes} writes per event"] = writes <= scenario.max_writes * count
         return {
             "scenario": scenario.name, "events": count, "delivered": len(delivered), "missing": missing,
             "duplicates": reader.duplicates, "error_events": by_reason, "error_event_duplicates": len(errors.events) - len(error_numbers),
