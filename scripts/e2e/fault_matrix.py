@@ -28,10 +28,12 @@ import harness as h
 
 class Scenario:
     def __init__(self, name, faults=(), invalid_share=0, refuse_s=0, broker_restart=False, kills=0, sigterm=False,
-                 preload=False, max_writes=None):
+                 preload=False, max_writes=None, join=False):
         self.name, self.faults, self.invalid_share, self.preload = name, list(faults), invalid_share, preload
         # Writes to the gateway per event at most (resends included): no resend storm under this fault.
         self.max_writes = max_writes
+        # A second worker joins the group midway (scaling up under a backlog: a rebalance while the first is full).
+        self.join = join
         self.refuse_s, self.broker_restart, self.kills, self.sigterm = refuse_s, broker_restart, kills, sigterm
 
 
@@ -48,6 +50,7 @@ SCENARIOS = [
     # max_in_flight, the worker is paused when the broker goes away: the restart lands as a rebalance under a full
     # pipeline (this found the consumer staying paused after it, in about half the runs).
     Scenario("broker restarted midway", broker_restart=True, preload=True),
+    Scenario("a second worker joins midway", preload=True, join=True),
     Scenario("worker SIGKILLed twice", kills=2),
     Scenario("SIGTERM midway", sigterm=True),
 ]
@@ -78,7 +81,7 @@ class ErrorTopic:
 def run(scenario, binary, count, rate, timeout):
     workdir = tempfile.mkdtemp(prefix="fault-matrix-")
     broker = h.Broker(workdir)
-    simulator = worker = errors = None
+    simulator = worker = second = errors = None
     exits, notes = [], []
     try:
         servers = broker.start()
@@ -103,12 +106,12 @@ def run(scenario, binary, count, rate, timeout):
         http_port = h.free_port()
         # A preloaded run is paced by max_in_flight instead (at most that many per acceptance window), so that
         # the fault still lands midway.
-        config = h.worker_config(workdir, servers, gateway_port, feedback_port, http_port,
-                                 max_in_flight=rate // 2 if scenario.preload else 100000,
-                                 reconnect=(20, 1000, 5), instance="fault-matrix-worker",
-                                 log_level=os.environ.get("FAULT_MATRIX_LOG_LEVEL", "warning"),
-                                 consumer_properties={"debug": os.environ["FAULT_MATRIX_KAFKA_DEBUG"]}
-                                 if os.environ.get("FAULT_MATRIX_KAFKA_DEBUG") else None)
+        settings = dict(gateway_port=gateway_port, feedback_port=feedback_port, reconnect=(20, 1000, 5),
+                        max_in_flight=rate // 2 if scenario.preload else 100000,
+                        log_level=os.environ.get("FAULT_MATRIX_LOG_LEVEL", "warning"),
+                        consumer_properties={"debug": os.environ["FAULT_MATRIX_KAFKA_DEBUG"]}
+                        if os.environ.get("FAULT_MATRIX_KAFKA_DEBUG") else None)
+        config = h.worker_config(workdir, servers, http_port=http_port, instance="fault-matrix-worker", **settings)
         worker = h.Worker(binary, config, workdir, http_port)
         started = time.time()
         production = threading.Thread(target=lambda: (producer.at_rate(rate, count / rate, 300), produced.set()), daemon=True)
@@ -133,6 +136,14 @@ def run(scenario, binary, count, rate, timeout):
                 broker.start()
                 restarted = True
                 notes.append(f"broker restarted at {delivered} delivered")
+            if scenario.join and second is None and delivered >= count // 2:
+                second_dir = os.path.join(workdir, "second")
+                os.makedirs(second_dir)
+                second_port = h.free_port()
+                second = h.Worker(binary, h.worker_config(second_dir, servers, http_port=second_port,
+                                                          instance="fault-matrix-worker-2", **settings),
+                                  second_dir, second_port)
+                notes.append(f"second worker started at {delivered} delivered")
             if kills_done < scenario.kills and delivered >= count * (kills_done + 1) // (scenario.kills + 1):
                 writes += worker.writes()
                 exits.append(("SIGKILL", worker.kill()))
@@ -153,6 +164,9 @@ def run(scenario, binary, count, rate, timeout):
         elapsed = time.time() - started
         writes += worker.writes()
         exits.append(("final SIGTERM", worker.terminate()))
+        if second:
+            writes += second.writes()
+            exits.append(("final SIGTERM (second worker)", second.terminate()))
         summary = simulator.stop() if simulator else {}
         simulator = None
         reader.update()
@@ -192,8 +206,9 @@ def run(scenario, binary, count, rate, timeout):
     finally:
         if errors:
             errors.close()
-        if worker and worker.process.poll() is None:
-            worker.kill()
+        for process in (worker, second):
+            if process and process.process.poll() is None:
+                process.kill()
         if simulator:
             simulator.process.kill()
         broker.stop()
