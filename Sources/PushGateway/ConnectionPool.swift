@@ -184,19 +184,19 @@ final class ConnectionPool: Sendable {
     /// An error response of the gateway's own ended a connection on which `accepted` were accepted, and `resent`
     /// written after the one it named go again (``SendWindow/gatewayAnswered(resent:acceptedOnConnection:)``).
     func windowAnswered(resent: Int, acceptedOnConnection accepted: Int) {
-        let (before, after) = state.withLock { s in
-            let before = s.window.limit
-            s.window.gatewayAnswered(resent: resent, acceptedOnConnection: accepted)
-            return (before, s.window.limit)
-        }
-        if after != before { windowGauge.record(after) }
+        updateWindow { $0.gatewayAnswered(resent: resent, acceptedOnConnection: accepted) }
     }
 
     /// `count` notifications passed the acceptance window on a connection that held `held`.
     func windowAccepted(_ count: Int, held: Int) {
+        updateWindow { $0.accepted(count, held: held) }
+    }
+
+    /// Changes the send window under the lock; the gauge follows when its limit moved.
+    private func updateWindow(_ change: (inout SendWindow) -> Void) {
         let (before, after) = state.withLock { s in
             let before = s.window.limit
-            s.window.accepted(count, held: held)
+            change(&s.window)
             return (before, s.window.limit)
         }
         if after != before { windowGauge.record(after) }

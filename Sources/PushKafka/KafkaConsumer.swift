@@ -49,7 +49,8 @@ public final class OffsetBook: Sendable {
 /// blocks the cooperative pool. Offsets are stored only for settled prefixes (``OffsetBook``) and committed by
 /// librdkafka's auto-commit, and synchronously when partitions are revoked and on close. When the pipeline holds
 /// `maxOutstanding` unsettled records, the assigned partitions are paused: fetching stops, nothing is dropped
-/// (``FetchThrottle`` decides when, and applies its state again after every rebalance).
+/// (``FetchThrottle`` decides when and which: a resume names every partition paused since the last one, so that a
+/// rebalance while paused cannot leave partitions paused for good).
 public final class KafkaConsumer: Sendable {
     public let offsets = OffsetBook()
     /// Batches of records, in partition order, as polled.
