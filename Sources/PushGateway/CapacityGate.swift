@@ -48,6 +48,15 @@ final class CapacityGate: Sendable {
         }
     }
 
+    /// Takes permits without waiting, even past the capacity (for a caller that bounds what it hands over by other
+    /// means); waiters wait until enough are given back.
+    func take(_ count: Int) {
+        state.withLock { s in
+            s.available -= count
+            s.peakHeld = max(s.peakHeld, capacity - s.available)
+        }
+    }
+
     /// Gives permits back and wakes the waiters that now fit, in order.
     func release(_ count: Int) {
         guard count > 0 else { return }

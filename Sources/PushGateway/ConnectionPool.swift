@@ -99,6 +99,7 @@ final class ConnectionPool: Sendable {
     private let clock = ContinuousClock()
     private let sent: Counter
     private let writes = Atomic<Int>(0)
+    private let down = Atomic<Bool>(false)
     private let attemptsCounter: Counter
     private let readyGauge: Gauge
     private let windowGauge: Gauge
@@ -246,6 +247,7 @@ final class ConnectionPool: Sendable {
             return (s.stopped, s.readyCount)
         }
         readyGauge.record(ready)
+        down.store(false, ordering: .relaxed)
         if stopped { handler.value.stop() }
     }
 
@@ -284,7 +286,9 @@ final class ConnectionPool: Sendable {
             if s.stopped { s.slots[slot] = .finished }
             return (delay, s.stopped, s.window.limit)
         }
-        readyGauge.record(state.withLock { $0.readyCount })
+        let ready = state.withLock { $0.readyCount }
+        readyGauge.record(ready)
+        if case .failedBeforeReady = reason, ready == 0 { down.store(true, ordering: .relaxed) }
         windowGauge.record(window)
         if case .failedBeforeReady(let why) = reason {
             logger.warning("gateway connection failed", metadata: [
@@ -395,6 +399,9 @@ final class ConnectionPool: Sendable {
         }
         waiter?.resume()
     }
+
+    /// No connection is ready and the last attempt failed.
+    var isDown: Bool { down.load(ordering: .relaxed) }
 
     var status: PoolStatus {
         state.withLock { s in

@@ -1,11 +1,28 @@
 import NIOCore
 import PushCore
 
+/// The caller's reference to a delivery, echoed in its outcome: two words the engine never reads (the worker packs
+/// its ledger ticket in them).
+public struct DeliveryTicket: Hashable, Sendable, ExpressibleByIntegerLiteral, CustomStringConvertible {
+    public var high: UInt64
+    public var low: UInt64
+
+    public init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    public init(_ value: UInt64) { self.init(high: 0, low: value) }
+    public init(integerLiteral value: UInt64) { self.init(value) }
+
+    public var description: String { high == 0 ? "\(low)" : "\(high):\(low)" }
+}
+
 /// One notification on its way to the gateway: the encoded frame (its identifier is written in at each send) and a
 /// few words. This is all the engine holds per notification, so `max_in_flight` of them stay small.
 public struct Delivery: Sendable {
     /// The caller's reference, echoed in the outcome.
-    public let ticket: UInt64
+    public var ticket: DeliveryTicket
     /// The notification in the pool's format, identifier 0.
     let frame: ByteBuffer
     /// Where the identifier sits in `frame` (nil for the simple format, which has none).
@@ -18,6 +35,10 @@ public struct Delivery: Sendable {
     public internal(set) var transientFailures = 0
 
     public init(ticket: UInt64, notification: PushNotification, format: NotificationFormat) {
+        self.init(ticket: DeliveryTicket(ticket), notification: notification, format: format)
+    }
+
+    public init(ticket: DeliveryTicket, notification: PushNotification, format: NotificationFormat) {
         self.ticket = ticket
         var n = notification
         n.identifier = 0
@@ -46,12 +67,12 @@ public struct DeliveryOutcome: Sendable, Hashable {
         case failed(DeliveryErrorReason, status: GatewayStatus?, detail: String)
     }
 
-    public var ticket: UInt64
+    public var ticket: DeliveryTicket
     public var result: Result
     /// How many times it was written to the gateway.
     public var attempts: Int
 
-    public init(ticket: UInt64, result: Result, attempts: Int) {
+    public init(ticket: DeliveryTicket, result: Result, attempts: Int) {
         self.ticket = ticket
         self.result = result
         self.attempts = attempts

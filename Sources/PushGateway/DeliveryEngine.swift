@@ -38,8 +38,9 @@ public final class DeliveryEngine: Sendable {
             ) { outcomes in
                 onOutcomes(outcomes)
                 gate.release(outcomes.count)
-                inFlight.record(gate.held)
-                if gate.held == 0 { idle.signal() }
+                let held = gate.held
+                inFlight.record(held)
+                if held == 0 { idle.signal() }
             }
         }
         self.pools = pools
@@ -52,6 +53,17 @@ public final class DeliveryEngine: Sendable {
 
     /// The apps this engine can deliver to.
     public var apps: [AppKey] { Array(pools.keys) }
+
+    /// Hands deliveries to the pool for `app` at once, however many the engine holds: for a caller that bounds what
+    /// it holds itself (the worker's in-flight ledger pauses fetching). One lock for the batch.
+    public func enqueue(_ deliveries: [Delivery], to app: AppKey) {
+        guard let pool = pools[app] else { preconditionFailure("no pool for \(app)") }
+        gate.take(deliveries.count)
+        pool.submit(deliveries)
+    }
+
+    /// Whether the app's gateway is down: no connection ready and the last attempt failed.
+    public func isDown(_ app: AppKey) -> Bool { pools[app]?.isDown ?? false }
 
     /// Hands deliveries to the pool for `app`, waiting while the engine holds `maxInFlight` of them.
     /// The app must be one the engine was made with.

@@ -16,46 +16,20 @@ public struct KafkaRecord: Sendable, Hashable {
     public var topicPartition: TopicPartition { TopicPartition(topic: topic, partition: partition) }
 }
 
-/// The offsets of a consumer, shared by its poll thread and the pipeline that settles records.
-public final class OffsetBook: Sendable {
-    private let tracker = Mutex(OffsetTracker())
-
-    public init() {}
-
-    public func withTracker<T>(_ body: (inout OffsetTracker) -> T) -> T { tracker.withLock { body(&$0) } }
-
-    public var outstanding: Int { tracker.withLock { $0.outstanding } }
-
-    /// Marks the record's outcome as known; its offset can move once its output events are acknowledged too.
-    public func outcomeKnown(_ record: KafkaRecord) {
-        tracker.withLock { $0.outcomeKnown(record.topicPartition, offset: record.offset) }
-    }
-
-    /// Marks the outcomes of a batch of records as known, under one lock.
-    public func outcomeKnown(_ records: [KafkaRecord]) {
-        tracker.withLock { t in for r in records { t.outcomeKnown(r.topicPartition, offset: r.offset) } }
-    }
-
-    public func outputPending(_ record: KafkaRecord) {
-        tracker.withLock { $0.outputPending(record.topicPartition, offset: record.offset) }
-    }
-
-    public func outputAcknowledged(_ record: KafkaRecord) {
-        tracker.withLock { $0.outputAcknowledged(record.topicPartition, offset: record.offset) }
-    }
-}
-
 /// A member of a consumer group over the input topics (librdkafka), polled on a thread of its own so that nothing
-/// blocks the cooperative pool. Offsets are stored only for settled prefixes (``OffsetBook``) and committed by
-/// librdkafka's auto-commit, and synchronously when partitions are revoked and on close. When the pipeline holds
-/// `maxOutstanding` unsettled records, the assigned partitions are paused: fetching stops, nothing is dropped
-/// (``FetchThrottle`` decides when and which: a resume names every partition paused since the last one, so that a
-/// rebalance while paused cannot leave partitions paused for good).
+/// blocks the cooperative pool. Each poll's records go to the ``RecordSink`` (the worker's pipeline and its
+/// in-flight ledger) on that thread, borrowed, without a copy. Offsets are stored only for the sink's settled
+/// prefixes and committed by librdkafka's auto-commit, and synchronously when partitions are revoked and on close.
+/// When the sink's ``RecordSink/pressure`` reaches `maxOutstanding`, the assigned partitions are paused: fetching
+/// stops, nothing is dropped (``FetchThrottle`` decides when and which: a resume names every partition paused since
+/// the last one, so that a rebalance while paused cannot leave partitions paused for good).
 public final class KafkaConsumer: Sendable {
-    public let offsets = OffsetBook()
-    /// Batches of records, in partition order, as polled.
-    public let records: AsyncStream<[KafkaRecord]>
-    private let continuation: AsyncStream<[KafkaRecord]>.Continuation
+    /// Who owns the polled records.
+    public let sink: any RecordSink
+    /// The default sink's record stream (when the consumer was made without a sink of its own).
+    public var records: AsyncStream<[KafkaRecord]> { (sink as! RecordStream).records }
+    /// The default sink, which settles by record.
+    public var offsets: RecordStream { sink as! RecordStream }
     private nonisolated(unsafe) let client: OpaquePointer
     private let context: RebalanceContext
     private let maxOutstanding: Int
@@ -68,10 +42,12 @@ public final class KafkaConsumer: Sendable {
     /// - Parameters:
     ///   - properties: librdkafka properties (bootstrap.servers, group.id, security, ...). The consumer sets
     ///     `enable.auto.offset.store=false` and `auto.offset.reset=earliest` unless given.
+    ///   - sink: who takes the records; by default a ``RecordStream``.
     public init(
         properties: [String: String], topics: [String], maxOutstanding: Int, maxBatch: Int = 1000,
-        logger: Logger = Logger(label: "pushworker.kafka.consumer")
+        sink: (any RecordSink)? = nil, logger: Logger = Logger(label: "pushworker.kafka.consumer")
     ) throws(KafkaError) {
+        self.sink = sink ?? RecordStream()
         try LibRDKafka.checkVersion()
         var properties = properties
         properties["enable.auto.offset.store"] = "false"
@@ -80,7 +56,7 @@ public final class KafkaConsumer: Sendable {
         // Commit what is settled every second (librdkafka's default is 5 s): fewer duplicates after a crash.
         properties["auto.commit.interval.ms"] = properties["auto.commit.interval.ms"] ?? "1000"
         let configuration = try KafkaConfigurationHandle(properties)
-        let context = RebalanceContext(offsets: offsets, logger: logger)
+        let context = RebalanceContext(sink: self.sink, logger: logger)
         rd_kafka_conf_set_opaque(configuration.pointer, Unmanaged.passUnretained(context).toOpaque())
         rd_kafka_conf_set_rebalance_cb(configuration.pointer, rebalanceCallback)
         client = try configuration.makeClient(RD_KAFKA_CONSUMER)
@@ -88,7 +64,6 @@ public final class KafkaConsumer: Sendable {
         self.maxOutstanding = maxOutstanding
         self.maxBatch = maxBatch
         self.logger = logger
-        (records, continuation) = AsyncStream.makeStream(of: [KafkaRecord].self)
         rd_kafka_poll_set_consumer(client)
         let list = PartitionList(topics.map { (TopicPartition(topic: $0, partition: -1), 0) })
         let error = rd_kafka_subscribe(client, list.pointer)
@@ -132,7 +107,7 @@ public final class KafkaConsumer: Sendable {
         return total
     }
 
-    /// Whether fetching is paused because the pipeline holds `maxOutstanding` unsettled records.
+    /// Whether fetching is paused because the sink holds `maxOutstanding` unsettled records.
     public var isPaused: Bool { pausedFlag.load(ordering: .relaxed) }
 
     /// The partitions assigned now.
@@ -140,32 +115,35 @@ public final class KafkaConsumer: Sendable {
 
     private func pollLoop() {
         var throttle = FetchThrottle(limit: maxOutstanding)
+        let messages = UnsafeMutableBufferPointer<UnsafeMutablePointer<rd_kafka_message_t>>.allocate(capacity: maxBatch)
+        defer { messages.deallocate() }
         while !stopRequested.load(ordering: .relaxed) {
             // Suspended (graceful shutdown) counts as full: fetching stops, the group membership and commits go on.
-            let outstanding = suspended.load(ordering: .relaxed) ? Int.max : offsets.outstanding
+            let outstanding = suspended.load(ordering: .relaxed) ? Int.max : sink.pressure
             // The rebalance callback runs inside rd_kafka_consumer_poll on this thread: the assignment read here
             // is the one the action applies to.
             let assignment = context.assignmentAndGeneration
             if let action = throttle.next(outstanding: outstanding, assignment: assignment.partitions, generation: assignment.generation) {
                 apply(action)
             }
-            var batch: [KafkaRecord] = []
+            var count = 0
             var timeout: Int32 = 100
-            while batch.count < maxBatch, let message = rd_kafka_consumer_poll(client, timeout) {
+            while count < maxBatch, let message = rd_kafka_consumer_poll(client, timeout) {
                 timeout = 0
-                defer { rd_kafka_message_destroy(message) }
                 let m = message.pointee
                 if m.err != RD_KAFKA_RESP_ERR_NO_ERROR {
                     if m.err != RD_KAFKA_RESP_ERR__PARTITION_EOF {
                         logger.warning("kafka consumer error", metadata: ["error": "\(String(cString: rd_kafka_err2str(m.err)))"])
                     }
+                    rd_kafka_message_destroy(message)
                     continue
                 }
-                batch.append(KafkaRecord(message: message))
+                messages[count] = message
+                count += 1
             }
-            if !batch.isEmpty {
-                offsets.withTracker { t in for r in batch { t.received(r.topicPartition, offset: r.offset) } }
-                continuation.yield(batch)
+            if count > 0 {
+                sink.consume(PolledBatch(messages: UnsafeBufferPointer(rebasing: messages[..<count])))
+                for i in 0..<count { rd_kafka_message_destroy(messages[i]) }
             }
             storeSettledOffsets()
         }
@@ -175,7 +153,7 @@ public final class KafkaConsumer: Sendable {
             logger.warning("final commit failed", metadata: ["error": "\(String(cString: rd_kafka_err2str(error)))"])
         }
         rd_kafka_consumer_close(client)
-        continuation.finish()
+        (sink as? RecordStream)?.finish()
     }
 
     private func apply(_ action: FetchThrottle.Action) {
@@ -192,7 +170,7 @@ public final class KafkaConsumer: Sendable {
 
     /// Stores (for auto-commit) the offsets past each partition's settled prefix.
     func storeSettledOffsets() {
-        let moved = offsets.withTracker { $0.takeCommittable() }
+        let moved = sink.takeCommittable()
         guard !moved.isEmpty else { return }
         let list = PartitionList(moved)
         let error = rd_kafka_offsets_store(client, list.pointer)
@@ -240,12 +218,12 @@ extension KafkaRecord {
 
 /// What the rebalance callback needs; it outlives the client handle (the consumer holds it).
 final class RebalanceContext: Sendable {
-    let offsets: OffsetBook
+    let sink: any RecordSink
     let logger: Logger
     private let state = Mutex<(assignment: [TopicPartition], generation: Int)>(([], 0))
 
-    init(offsets: OffsetBook, logger: Logger) {
-        self.offsets = offsets
+    init(sink: any RecordSink, logger: Logger) {
+        self.sink = sink
         self.logger = logger
     }
 
@@ -287,14 +265,11 @@ private func rebalanceCallback(
         } else {
             rd_kafka_assign(client, partitions)
         }
+        context.sink.assigned(list)
         context.assigned(list, incremental: incremental)
     case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
         // Every partition whose settled prefix moved is stored (the revoked ones matter most), then committed.
-        let settled = context.offsets.withTracker { t -> [(TopicPartition, Int64)] in
-            let moved = t.takeCommittable()
-            t.revoke(list)
-            return moved
-        }
+        let settled = context.sink.revoked(list)
         if !settled.isEmpty {
             let store = PartitionList(settled)
             rd_kafka_offsets_store(client, store.pointer)
@@ -312,6 +287,7 @@ private func rebalanceCallback(
     default:
         context.logger.error("rebalance failed", metadata: ["error": "\(String(cString: rd_kafka_err2str(error)))"])
         rd_kafka_assign(client, nil)
+        _ = context.sink.revoked(context.assignment)
         context.revoked(list, incremental: false)
     }
 }

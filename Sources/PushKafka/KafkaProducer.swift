@@ -4,23 +4,48 @@ import Foundation
 import Logging
 import Synchronization
 
+/// An output topic registered with a producer: produced to by number, its librdkafka handle kept for the producer's
+/// life (no lookup by name per message).
+public struct ProducerTopic: Hashable, Sendable {
+    let index: Int
+}
+
+/// What to do once the broker has a message.
+enum Acknowledgement: Sendable {
+    case none
+    /// Handed, with the others of the same poll, to the producer's ticket handler.
+    case ticket(LedgerTicket)
+    case callback(@Sendable () -> Void)
+}
+
 /// A message for an output topic, and what to do once the broker has it.
-struct OutgoingMessage: Sendable {
-    var topic: String
+public struct OutgoingMessage: Sendable {
+    var topic: ProducerTopic
     var key: [UInt8]?
     var value: [UInt8]
     var attempts = 0
-    let acknowledged: @Sendable () -> Void
+    let acknowledgement: Acknowledgement
+
+    /// A message whose acknowledgement settles an output of the ledger record `ticket`.
+    public init(topic: ProducerTopic, key: [UInt8]?, value: [UInt8], ticket: LedgerTicket) {
+        self.topic = topic
+        self.key = key
+        self.value = value
+        acknowledgement = .ticket(ticket)
+    }
 }
 
 /// Produces the output events (librdkafka): `acks=all`, idempotence and compression by default. A message is
-/// never dropped: a delivery failure puts it back in the outbox and it is produced again; `acknowledged` runs
-/// once the broker has it. Everything touching librdkafka happens on the producer's own thread.
+/// never dropped: a delivery failure puts it back in the outbox and it is produced again. Acknowledgements of
+/// messages carrying a ledger ticket go to the ticket handler in one batch per poll; others run their callback.
+/// Everything touching librdkafka happens on the producer's own thread, which keeps the topic handles.
 public final class KafkaProducer: Sendable {
     private nonisolated(unsafe) let client: OpaquePointer
     private let outbox = Mutex(Deque<OutgoingMessage>())
+    private let topicNames = Mutex<[String]>([])
+    private let ticketHandler = Mutex<(@Sendable ([LedgerTicket]) -> Void)?>(nil)
+    private let thread: ProducerThreadState
     private let stopRequested = Atomic<Bool>(false)
-    private let wake = Mutex<CheckedContinuation<Void, Never>?>(nil)
     private let logger: Logger
     private let inFlight = Atomic<Int>(0)
 
@@ -32,14 +57,38 @@ public final class KafkaProducer: Sendable {
         properties["compression.type"] = properties["compression.type"] ?? "lz4"
         properties["linger.ms"] = properties["linger.ms"] ?? "5"
         let configuration = try KafkaConfigurationHandle(properties)
+        let thread = ProducerThreadState()
+        rd_kafka_conf_set_opaque(configuration.pointer, Unmanaged.passUnretained(thread).toOpaque())
         rd_kafka_conf_set_dr_msg_cb(configuration.pointer, deliveryReportCallback)
         client = try configuration.makeClient(RD_KAFKA_PRODUCER)
+        self.thread = thread
         self.logger = logger
+    }
+
+    /// The topic's number for ``produce(_:)`` (registered once; the same name gives the same topic).
+    public func topic(_ name: String) -> ProducerTopic {
+        topicNames.withLock { names in
+            if let index = names.firstIndex(of: name) { return ProducerTopic(index: index) }
+            names.append(name)
+            return ProducerTopic(index: names.count - 1)
+        }
+    }
+
+    /// Sets who hears of acknowledged messages that carry a ledger ticket (on the producer thread, a batch per poll).
+    public func onAcknowledged(_ handler: @escaping @Sendable ([LedgerTicket]) -> Void) {
+        ticketHandler.withLock { $0 = handler }
+    }
+
+    /// Queues messages, under one lock.
+    public func produce(_ messages: [OutgoingMessage]) {
+        guard !messages.isEmpty else { return }
+        outbox.withLock { $0.append(contentsOf: messages) }
     }
 
     /// Queues a message; `acknowledged` runs (on the producer thread) once the broker acknowledged it.
     public func produce(topic: String, key: [UInt8]?, value: [UInt8], acknowledged: @escaping @Sendable () -> Void) {
-        outbox.withLock { $0.append(OutgoingMessage(topic: topic, key: key, value: value, acknowledged: acknowledged)) }
+        let message = OutgoingMessage(topic: self.topic(topic), key: key, value: value, acknowledgement: .callback(acknowledged))
+        outbox.withLock { $0.append(message) }
     }
 
     /// Messages handed to librdkafka and not yet acknowledged, plus those waiting in the outbox.
@@ -56,85 +105,159 @@ public final class KafkaProducer: Sendable {
     public func stop() { stopRequested.store(true, ordering: .relaxed) }
 
     private func loop(flushTimeout: Duration) {
-        let context = Unmanaged.passUnretained(self).toOpaque()
         while !stopRequested.load(ordering: .relaxed) {
-            drainOutbox(context)
-            rd_kafka_poll(client, 20)
+            drainOutbox()
+            poll(20)
         }
         let deadline = ContinuousClock.now.advanced(by: flushTimeout)
         while unacknowledged > 0 && ContinuousClock.now < deadline {
-            drainOutbox(context)
-            rd_kafka_poll(client, 20)
+            drainOutbox()
+            poll(20)
         }
         rd_kafka_flush(client, 1000)
+        handOver()
+        for handle in thread.handles { rd_kafka_topic_destroy(handle) }
+        thread.handles = []
     }
 
-    private func drainOutbox(_ context: UnsafeMutableRawPointer) {
-        while let message = outbox.withLock({ $0.popFirst() }) {
-            let box = Unmanaged.passRetained(MessageBox(message, producer: self))
-            let error = message.value.withUnsafeBytes { value in
-                (message.key ?? []).withUnsafeBytes { key in
-                    produceRaw(topic: message.topic, value: value, key: message.key == nil ? nil : key, opaque: box.toOpaque())
+    /// Serves delivery reports, then hands over what they acknowledged and produces again what failed.
+    private func poll(_ timeout: Int32) {
+        rd_kafka_poll(client, timeout)
+        handOver()
+    }
+
+    private func handOver() {
+        if !thread.acknowledged.isEmpty {
+            inFlight.subtract(thread.acknowledged.count, ordering: .relaxed)
+            let tickets = thread.acknowledged.compactMap { m -> LedgerTicket? in
+                if case .ticket(let t) = m.acknowledgement { return t }
+                if case .callback(let callback) = m.acknowledgement { callback() }
+                return nil
+            }
+            thread.acknowledged.removeAll(keepingCapacity: true)
+            if !tickets.isEmpty, let handler = ticketHandler.withLock({ $0 }) { handler(tickets) }
+        }
+        if !thread.failed.isEmpty {
+            inFlight.subtract(thread.failed.count, ordering: .relaxed)
+            for (message, error) in thread.failed {
+                logger.warning("delivery failed; producing it again", metadata: [
+                    "topic": "\(topicName(message.topic))", "attempts": "\(message.attempts)", "error": "\(String(cString: rd_kafka_err2str(error)))",
+                ])
+            }
+            let again = thread.failed.map(\.0)
+            thread.failed.removeAll(keepingCapacity: true)
+            outbox.withLock { $0.append(contentsOf: again) }
+        }
+    }
+
+    private func topicName(_ topic: ProducerTopic) -> String { topicNames.withLock { $0[topic.index] } }
+
+    /// The topic's librdkafka handle, made on first use and kept.
+    private func handle(_ topic: ProducerTopic) -> OpaquePointer? {
+        if topic.index < thread.handles.count { return thread.handles[topic.index] }
+        let names = topicNames.withLock { $0 }
+        while thread.handles.count < names.count {
+            guard let rkt = rd_kafka_topic_new(client, names[thread.handles.count], nil) else { return nil }
+            thread.handles.append(rkt)
+        }
+        return thread.handles[topic.index]
+    }
+
+    private func drainOutbox() {
+        while true {
+            let batch = outbox.withLock { o -> [OutgoingMessage] in
+                let n = Swift.min(o.count, 1024)
+                defer { o.removeFirst(n) }
+                return Array(o.prefix(n))
+            }
+            if batch.isEmpty { return }
+            for (index, message) in batch.enumerated() {
+                let slot = thread.hold(message)
+                let error = message.value.withUnsafeBytes { value in
+                    (message.key ?? []).withUnsafeBytes { key in
+                        produceRaw(topic: message.topic, value: value, key: message.key == nil ? nil : key, opaque: slot)
+                    }
                 }
+                if error == RD_KAFKA_RESP_ERR_NO_ERROR {
+                    inFlight.add(1, ordering: .relaxed)
+                    continue
+                }
+                _ = thread.release(slot)
+                outbox.withLock { $0.insert(contentsOf: batch[index...], at: 0) }
+                if error != RD_KAFKA_RESP_ERR__QUEUE_FULL {
+                    logger.warning("produce failed; will retry", metadata: ["topic": "\(topicName(message.topic))", "error": "\(String(cString: rd_kafka_err2str(error)))"])
+                }
+                return  // queue full: serve delivery reports first
             }
-            if error == RD_KAFKA_RESP_ERR_NO_ERROR {
-                inFlight.add(1, ordering: .relaxed)
-                continue
-            }
-            box.release()
-            outbox.withLock { $0.prepend(message) }
-            if error != RD_KAFKA_RESP_ERR__QUEUE_FULL {
-                logger.warning("produce failed; will retry", metadata: ["topic": "\(message.topic)", "error": "\(String(cString: rd_kafka_err2str(error)))"])
-            }
-            return  // queue full: serve delivery reports first
         }
     }
 
     private func produceRaw(
-        topic: String, value: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer?, opaque: UnsafeMutableRawPointer
+        topic: ProducerTopic, value: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer?, opaque: UnsafeMutableRawPointer
     ) -> rd_kafka_resp_err_t {
-        guard let rkt = rd_kafka_topic_new(client, topic, nil) else { return RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC }
-        defer { rd_kafka_topic_destroy(rkt) }
+        guard let rkt = handle(topic) else { return RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC }
         let result = rd_kafka_produce(
             rkt, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY, UnsafeMutableRawPointer(mutating: value.baseAddress),
             value.count, key?.baseAddress, key?.count ?? 0, opaque)
         return result == 0 ? RD_KAFKA_RESP_ERR_NO_ERROR : rd_kafka_last_error()
     }
 
-    fileprivate func delivered(_ box: MessageBox, error: rd_kafka_resp_err_t) {
-        inFlight.subtract(1, ordering: .relaxed)
-        if error == RD_KAFKA_RESP_ERR_NO_ERROR {
-            box.message.acknowledged()
-            return
-        }
-        var message = box.message
-        message.attempts += 1
-        logger.warning("delivery failed; producing it again", metadata: [
-            "topic": "\(message.topic)", "attempts": "\(message.attempts)", "error": "\(String(cString: rd_kafka_err2str(error)))",
-        ])
-        outbox.withLock { $0.append(message) }
-    }
-
     deinit {
+        for handle in thread.handles { rd_kafka_topic_destroy(handle) }
         rd_kafka_destroy(client)
     }
 }
 
-/// A message handed to librdkafka as `msg_opaque`, retained until its delivery report.
-private final class MessageBox: Sendable {
-    let message: OutgoingMessage
-    let producer: KafkaProducer
+extension OutgoingMessage {
+    init(topic: ProducerTopic, key: [UInt8]?, value: [UInt8], acknowledgement: Acknowledgement) {
+        self.topic = topic
+        self.key = key
+        self.value = value
+        self.acknowledgement = acknowledgement
+    }
+}
 
-    init(_ message: OutgoingMessage, producer: KafkaProducer) {
-        self.message = message
-        self.producer = producer
+/// What only the producer thread touches: the messages librdkafka holds (by slot number, the message's opaque, so
+/// that no object is allocated per message), the topic handles, and the delivery reports of the current poll.
+private final class ProducerThreadState: @unchecked Sendable {
+    var slots: [OutgoingMessage?] = []
+    var free: [Int] = []
+    var handles: [OpaquePointer] = []
+    var acknowledged: [OutgoingMessage] = []
+    var failed: [(OutgoingMessage, rd_kafka_resp_err_t)] = []
+
+    /// Keeps the message until its delivery report; returns its opaque (slot + 1, never null).
+    func hold(_ message: OutgoingMessage) -> UnsafeMutableRawPointer {
+        let slot: Int
+        if let f = free.popLast() {
+            slot = f
+            slots[slot] = message
+        } else {
+            slot = slots.count
+            slots.append(message)
+        }
+        return UnsafeMutableRawPointer(bitPattern: slot + 1)!
+    }
+
+    func release(_ opaque: UnsafeMutableRawPointer) -> OutgoingMessage {
+        let slot = Int(bitPattern: opaque) - 1
+        let message = slots[slot]!
+        slots[slot] = nil
+        free.append(slot)
+        return message
     }
 }
 
 private func deliveryReportCallback(
     client: OpaquePointer?, message: UnsafePointer<rd_kafka_message_t>?, opaque: UnsafeMutableRawPointer?
 ) {
-    guard let message, let boxPointer = message.pointee._private else { return }
-    let box = Unmanaged<MessageBox>.fromOpaque(boxPointer).takeRetainedValue()
-    box.producer.delivered(box, error: message.pointee.err)
+    guard let message, let slot = message.pointee._private, let opaque else { return }
+    let thread = Unmanaged<ProducerThreadState>.fromOpaque(opaque).takeUnretainedValue()
+    var held = thread.release(slot)
+    if message.pointee.err == RD_KAFKA_RESP_ERR_NO_ERROR {
+        thread.acknowledged.append(held)
+    } else {
+        held.attempts += 1
+        thread.failed.append((held, message.pointee.err))
+    }
 }

@@ -68,21 +68,21 @@ public enum Demo {
         delivery.reconnectMaximum = .milliseconds(200)
 
         let producer = try KafkaProducer(properties: ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"], logger: quiet)
+        let pipeline = try Pipeline(
+            configuration: PipelineConfiguration(deliveryErrorTopic: errorTopic, endpoints: [endpoint]),
+            producer: producer, delivery: delivery, logger: quiet,
+            wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
         let consumer = try KafkaConsumer(
             properties: ["bootstrap.servers": cluster.bootstrapServers, "group.id": "pushworker-demo", "log_level": "3",
                          "session.timeout.ms": "6000", "auto.commit.interval.ms": "200"],
-            topics: [inputTopic], maxOutstanding: 10_000, logger: quiet)
-        let pipeline = try Pipeline(
-            configuration: PipelineConfiguration(deliveryErrorTopic: errorTopic, endpoints: [endpoint]),
-            records: consumer.records, offsets: consumer.offsets, producer: producer, delivery: delivery, logger: quiet,
-            wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
+            topics: [inputTopic], maxOutstanding: 10_000, sink: pipeline, logger: quiet)
 
         let samples = sampleEvents(now: Int64(Date().timeIntervalSince1970))
         let outputsAcknowledged = Atomic<Int>(0)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await producer.run() }
+            pipeline.start()
             group.addTask { await consumer.run() }
-            group.addTask { try await pipeline.run() }
 
             for (index, (_, json)) in samples.enumerated() {
                 producer.produce(topic: inputTopic, key: Array("sample-\(index)".utf8), value: Array(json.utf8)) {}
@@ -95,12 +95,12 @@ public enum Demo {
             let deadline = ContinuousClock.now.advanced(by: .seconds(60))
             while true {
                 let c = pipeline.snapshot
-                let line = "  consumed \(c.consumed)/\(samples.count) · accepted \(c.accepted) · error events \(c.errorsByReason.values.reduce(0, +)) · unsettled \(consumer.offsets.outstanding)"
+                let line = "  consumed \(c.consumed)/\(samples.count) · accepted \(c.accepted) · error events \(c.errorsByReason.values.reduce(0, +)) · unsettled \(pipeline.held)"
                 if line != lastLine {
                     say(line)
                     lastLine = line
                 }
-                if c.consumed == samples.count && consumer.offsets.outstanding == 0 { break }
+                if c.consumed == samples.count && pipeline.held == 0 { break }
                 guard ContinuousClock.now < deadline else { throw DemoError("the demo did not settle within a minute") }
                 try await Task.sleep(for: .milliseconds(100))  // progress display cadence, not synchronisation
             }

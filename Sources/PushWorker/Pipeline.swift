@@ -21,14 +21,6 @@ public struct PipelineConfiguration: Sendable {
         self.deliveryReportTopic = deliveryReportTopic
         self.endpoints = endpoints
     }
-
-    /// The endpoint an event goes to: its environment if named, else production if configured, else the app's only
-    /// (or first) environment.
-    func endpoint(app: String, environment: APNsEnvironment?) -> AppEndpoint? {
-        let candidates = endpoints.filter { $0.app == app }
-        if let environment { return candidates.first { $0.environment == environment } }
-        return candidates.first { $0.environment == .production } ?? candidates.first
-    }
 }
 
 /// Counts of what the pipeline did.
@@ -39,24 +31,50 @@ public struct PipelineCounts: Sendable, Hashable {
     public var errorsByReason: [DeliveryErrorReason: Int] = [:]
 }
 
+/// What the ledger keeps of a record while its notification is delivered: what its output events need, and no
+/// payload (the engine holds the frame).
+struct HeldEvent: Sendable {
+    var id: String
+    /// The endpoint's index in the configuration.
+    var endpoint: Int
+    var token: DeviceToken
+    /// The Kafka record's timestamp, UNIX milliseconds (-1 when none).
+    var timestamp: Int64
+}
+
 /// The worker's flow for each record: decode and validate, pick the app's connection pool, deliver, and turn the
-/// outcome into output events; the record's offset moves once its outcome is known and its output events are
-/// acknowledged by the broker (``OffsetBook``).
-public final class Pipeline: Sendable {
-    private struct Pending {
-        var record: KafkaRecord
-        var event: NotificationEvent
+/// outcome into output events. The pipeline's ``InFlightLedger`` owns every record from fetch to commit: a record
+/// is admitted when polled (its delivery carries the ledger ticket), resolved when its outcome is known, and
+/// settled once its output events are acknowledged by the broker; its offset moves with the settled prefix. Each
+/// step takes the ledger's lock once per batch (a poll, an outcome batch, a producer poll's acknowledgements).
+///
+/// Backpressure is the ledger's count (``pressure``): fetching pauses at `max_in_flight`. An app whose gateway is
+/// down counts with at most its share (`max_in_flight` / endpoints), so that its backlog does not stop the other
+/// apps; what it holds beyond its share waits in the ledger, and fetching pauses anyway once the ledger holds twice
+/// `max_in_flight`.
+public final class Pipeline: RecordSink {
+    private struct Ledger {
+        var ledger: InFlightLedger<HeldEvent>
+        /// Slots by (topic handle, partition), for the poll thread's records.
+        var slots: [SlotKey: UInt32] = [:]
+    }
+
+    private struct SlotKey: Hashable {
+        var topic: UInt
+        var partition: Int32
     }
 
     public let configuration: PipelineConfiguration
-    private let records: AsyncStream<[KafkaRecord]>
-    private let offsets: OffsetBook
     private let producer: KafkaProducer
+    private let errorTopic: ProducerTopic
+    private let reportTopic: ProducerTopic?
     private let engineBox = Mutex<DeliveryEngine?>(nil)
-    private let pending = Mutex<[UInt64: Pending]>([:])
-    private let nextTicket = Atomic<UInt64>(1)
+    private let state: Mutex<Ledger>
     private let counts = Mutex(PipelineCounts())
-    private let decoders: [NotificationFormat: EventDecoder]
+    private let decoders: [EventDecoder]
+    private let endpointFormats: [NotificationFormat]
+    private let maxInFlight: Int
+    private let share: Int
     private let logger: Logger
     private let wallClock: @Sendable () -> Int64
     private let consumedCounter = Counter(label: "pushworker_events_consumed_total")
@@ -68,43 +86,50 @@ public final class Pipeline: Sendable {
     private let latency = Timer(label: "pushworker_delivery_latency_seconds")
 
     public init(
-        configuration: PipelineConfiguration, records: AsyncStream<[KafkaRecord]>, offsets: OffsetBook, producer: KafkaProducer,
-        delivery: DeliveryConfiguration, logger: Logger = Logger(label: "pushworker.pipeline"),
-        wallClockMilliseconds: @escaping @Sendable () -> Int64
+        configuration: PipelineConfiguration, producer: KafkaProducer, delivery: DeliveryConfiguration,
+        logger: Logger = Logger(label: "pushworker.pipeline"), wallClockMilliseconds: @escaping @Sendable () -> Int64
     ) throws {
         self.configuration = configuration
-        self.records = records
-        self.offsets = offsets
         self.producer = producer
         self.logger = logger
         self.wallClock = wallClockMilliseconds
-        var decoders: [NotificationFormat: EventDecoder] = [:]
-        for format in NotificationFormat.allCases { decoders[format] = EventDecoder(format: format) }
-        self.decoders = decoders
+        errorTopic = producer.topic(configuration.deliveryErrorTopic)
+        reportTopic = configuration.deliveryReportTopic.map { producer.topic($0) }
+        decoders = NotificationFormat.allCases.map { EventDecoder(format: $0) }
+        endpointFormats = configuration.endpoints.map(\.format)
+        maxInFlight = delivery.maxInFlight
+        share = max(1, delivery.maxInFlight / max(1, configuration.endpoints.count))
+        state = Mutex(Ledger(ledger: InFlightLedger(groups: configuration.endpoints.count)))
         let engine = try DeliveryEngine(endpoints: configuration.endpoints, configuration: delivery, logger: logger) {
             [weak self] outcomes in self?.settle(outcomes)
         }
         engineBox.withLock { $0 = engine }
+        producer.onAcknowledged { [weak self] tickets in self?.acknowledged(tickets) }
     }
 
     private var engine: DeliveryEngine { engineBox.withLock { $0! } }
 
     public var snapshot: PipelineCounts { counts.withLock { $0 } }
 
-    /// Consumes until the record stream ends (the group consumer's at shutdown, a replay's at the end of its
-    /// range).
-    public func run() async throws {
+    /// Records admitted and not yet settled (outcome known and output events acknowledged).
+    public var held: Int { state.withLock { $0.ledger.count } }
+
+    /// Opens the gateway connections.
+    public func start() {
+        engine.start()
+    }
+
+    /// Consumes a stream of copied records until it ends (a replay's range), waiting while the engine holds
+    /// `max_in_flight` notifications.
+    public func run(records: AsyncStream<[KafkaRecord]>) async throws {
         engine.start()
         for await batch in records {
-            counts.withLock { $0.consumed += batch.count }
-            consumedCounter.increment(by: Int64(batch.count))
-            var byApp: [AppKey: [Delivery]] = [:]
-            for record in batch {
-                if let (key, delivery) = process(record) { byApp[key, default: []].append(delivery) }
+            var decoded = DecodedBatch(now: wallClock())
+            for r in batch {
+                r.value.withUnsafeBytes { decoded.add(r.topicPartition, offset: r.offset, timestamp: r.timestamp, value: $0, self) }
             }
-            for (key, deliveries) in byApp {
-                counts.withLock { $0.submitted += deliveries.count }
-                try await engine.submit(deliveries, to: key)
+            for (index, deliveries) in admit(decoded).enumerated() where !deliveries.isEmpty {
+                try await engine.submit(deliveries, to: configuration.endpoints[index].key)
             }
         }
     }
@@ -120,82 +145,239 @@ public final class Pipeline: Sendable {
         Dictionary(uniqueKeysWithValues: engine.apps.compactMap { k in engine.status(of: k).map { (k, $0) } })
     }
 
-    /// Decodes one record; returns the delivery to submit, or settles the record with an error event.
-    private func process(_ record: KafkaRecord) -> (AppKey, Delivery)? {
-        let source = RecordSource(topic: record.topic, partition: record.partition, offset: record.offset)
-        let now = wallClock()
-        // Validation against the frame limit first; the app's own format limit is applied once the app is known.
-        switch decoders[.frame]!.decode(record.value) {
-        case .failure(let rejection):
-            fail(record, DeliveryErrorEvent(rejected: rejection, rawMessage: record.value, source: source, occurredAt: now))
-            return nil
-        case .success(var event):
-            guard let endpoint = configuration.endpoint(app: event.app, environment: event.environment) else {
-                let env = event.environment.map { " (\($0.rawValue))" } ?? ""
-                fail(record, DeliveryErrorEvent(
-                    failed: event, reason: .unknownApp, status: nil, detail: "no configuration for app \(event.app)\(env)",
-                    attempts: 0, source: source, occurredAt: now))
-                return nil
+    // MARK: RecordSink (the consumer's poll thread)
+
+    public func consume(_ batch: PolledBatch) {
+        var decoded = DecodedBatch(now: wallClock())
+        var run: (handle: UnsafeRawPointer, partition: Int32, topicPartition: TopicPartition)?
+        for i in 0..<batch.count {
+            let r = batch[i]
+            if run == nil || run!.handle != r.topicHandle || run!.partition != r.partition {
+                run = (r.topicHandle, r.partition, r.topicPartition)
             }
-            if endpoint.format != .frame {
-                switch decoders[endpoint.format]!.decode(record.value) {
+            decoded.add(run!.topicPartition, offset: r.offset, timestamp: r.timestamp, value: r.value, self)
+        }
+        for (index, deliveries) in admit(decoded).enumerated() where !deliveries.isEmpty {
+            engine.enqueue(deliveries, to: configuration.endpoints[index].key)
+        }
+    }
+
+    public func assigned(_ partitions: [TopicPartition]) { state.withLock { $0.ledger.assign(partitions) } }
+
+    public func revoked(_ partitions: [TopicPartition]) -> [(TopicPartition, Int64)] {
+        state.withLock { $0.ledger.revoke(partitions) }
+    }
+
+    public func takeCommittable() -> [(TopicPartition, Int64)] { state.withLock { $0.ledger.takeCommittable() } }
+
+    /// The ledger's count, an app whose gateway is down counting with at most its share; at least `max_in_flight`
+    /// once the ledger holds twice that.
+    public var pressure: Int {
+        let engine = self.engine
+        return state.withLock { s in
+            var pressure = s.ledger.count
+            for (index, endpoint) in configuration.endpoints.enumerated() where engine.isDown(endpoint.key) {
+                pressure -= max(0, s.ledger.held(group: index + 1) - share)
+            }
+            return s.ledger.count >= 2 * maxInFlight ? max(pressure, maxInFlight) : pressure
+        }
+    }
+
+    // MARK: Admission
+
+    /// What a record decoded to: a delivery for an endpoint, or an error event.
+    fileprivate enum Decoded {
+        case deliver(HeldEvent, Delivery)
+        case reject(DeliveryErrorEvent)
+    }
+
+    /// A poll's records, decoded outside the ledger's lock.
+    fileprivate struct DecodedBatch {
+        let now: Int64
+        var records: [(partition: TopicPartition, offset: Int64, decoded: Decoded)] = []
+
+        init(now: Int64) { self.now = now }
+
+        mutating func add(_ partition: TopicPartition, offset: Int64, timestamp: Int64, value: UnsafeRawBufferPointer, _ pipeline: Pipeline) {
+            records.append((partition, offset, pipeline.decode(value, timestamp: timestamp, now: now) {
+                RecordSource(topic: partition.topic, partition: partition.partition, offset: offset)
+            }))
+        }
+    }
+
+    /// Decodes and validates one record and encodes its notification; `source` is asked for only for an error event.
+    private func decode(_ value: UnsafeRawBufferPointer, timestamp: Int64, now: Int64, source: () -> RecordSource) -> Decoded {
+        // Validation against the frame limit first; the app's own format limit is applied once the app is known.
+        switch decoders[0].decode(value) {
+        case .failure(let rejection):
+            return .reject(DeliveryErrorEvent(rejected: rejection, rawMessage: Array(value), source: source(), occurredAt: now))
+        case .success(var event):
+            guard let index = configuration.endpointIndex(app: event.app, environment: event.environment) else {
+                let env = event.environment.map { " (\($0.rawValue))" } ?? ""
+                return .reject(DeliveryErrorEvent(
+                    failed: event, reason: .unknownApp, status: nil, detail: "no configuration for app \(event.app)\(env)",
+                    attempts: 0, source: source(), occurredAt: now))
+            }
+            let format = endpointFormats[index]
+            if format != .frame {
+                switch decoders[NotificationFormat.allCases.firstIndex(of: format)!].decode(value) {
                 case .failure(let rejection):
-                    fail(record, DeliveryErrorEvent(rejected: rejection, rawMessage: record.value, source: source, occurredAt: now))
-                    return nil
+                    return .reject(DeliveryErrorEvent(rejected: rejection, rawMessage: Array(value), source: source(), occurredAt: now))
                 case .success(let legacy): event = legacy
                 }
             }
-            event.environment = endpoint.environment
-            let recordSeconds = record.timestamp >= 0 ? record.timestamp / 1000 : now / 1000
-            let ticket = nextTicket.add(1, ordering: .relaxed).oldValue
+            let recordSeconds = timestamp >= 0 ? timestamp / 1000 : now / 1000
             let notification = event.notification(identifier: 0, recordTimestamp: recordSeconds, defaultTTL: configuration.defaultTTLSeconds)
-            pending.withLock { $0[ticket] = Pending(record: record, event: event) }
-            return (endpoint.key, Delivery(ticket: ticket, notification: notification, format: endpoint.format))
+            return .deliver(
+                HeldEvent(id: event.id, endpoint: index, token: event.token, timestamp: timestamp),
+                Delivery(ticket: DeliveryTicket(0), notification: notification, format: format))
         }
     }
 
-    /// Produces the error event; the record settles once the broker has it.
-    private func fail(_ record: KafkaRecord, _ event: DeliveryErrorEvent) {
-        counts.withLock { $0.errorsByReason[event.reason, default: 0] += 1 }
-        errorCounters[event.reason]?.increment()
-        offsets.outputPending(record)
-        offsets.outcomeKnown(record)
-        producer.produce(
-            topic: configuration.deliveryErrorTopic, key: event.messageKey.map { Array($0.utf8) }, value: event.json()
-        ) { [offsets] in offsets.outputAcknowledged(record) }
-    }
-
-    private func settle(_ outcomes: [DeliveryOutcome]) {
-        let settled = pending.withLock { p in outcomes.map { ($0, p.removeValue(forKey: $0.ticket)) } }
-        let now = wallClock()
-        for (outcome, entry) in settled {
-            guard let entry else { continue }
-            let source = RecordSource(topic: entry.record.topic, partition: entry.record.partition, offset: entry.record.offset)
-            switch outcome.result {
-            case .accepted:
-                counts.withLock { $0.accepted += 1 }
-                acceptedCounter.increment()
-                if entry.record.timestamp > 0 { latency.recordMilliseconds(max(0, now - entry.record.timestamp)) }
-                if let reportTopic = configuration.deliveryReportTopic {
-                    let report = DeliveryReport(event: entry.event, attempts: outcome.attempts, source: source, occurredAt: now)
-                    offsets.outputPending(entry.record)
-                    producer.produce(topic: reportTopic, key: Array(entry.event.token.hex.utf8), value: report.json()) {
-                        [offsets] in offsets.outputAcknowledged(entry.record)
-                    }
+    /// Admits a batch into the ledger under one lock; returns the deliveries by endpoint and produces the error
+    /// events of the rejected records.
+    private func admit(_ batch: DecodedBatch) -> [[Delivery]] {
+        var byEndpoint = Array(repeating: [Delivery](), count: configuration.endpoints.count)
+        var errors: [OutgoingMessage] = []
+        var reasons: [DeliveryErrorReason] = []
+        state.withLock { s in
+            var slot: (TopicPartition, UInt32)?
+            for record in batch.records {
+                if slot == nil || slot!.0 != record.partition { slot = (record.partition, s.ledger.slot(for: record.partition)) }
+                switch record.decoded {
+                case .deliver(let held, var delivery):
+                    let admission = s.ledger.admit(slot: slot!.1, offset: record.offset, group: held.endpoint + 1, entry: held)
+                    restarted(admission, record.partition)
+                    delivery.ticket = DeliveryTicket(admission.ticket)
+                    byEndpoint[held.endpoint].append(delivery)
+                case .reject(let event):
+                    let admission = s.ledger.admit(
+                        slot: slot!.1, offset: record.offset, group: InFlightLedger<HeldEvent>.noGroup, entry: nil,
+                        outcomeKnown: true, outputs: 1)
+                    restarted(admission, record.partition)
+                    errors.append(OutgoingMessage(
+                        topic: errorTopic, key: event.messageKey.map { Array($0.utf8) }, value: event.json(), ticket: admission.ticket))
+                    reasons.append(event.reason)
                 }
-                offsets.outcomeKnown(entry.record)
-            case .failed(let reason, let status, let detail):
-                fail(entry.record, DeliveryErrorEvent(
-                    failed: entry.event, reason: reason, status: status, detail: detail, attempts: outcome.attempts,
-                    source: source, occurredAt: now))
             }
         }
+        producer.produce(errors)
+        let submitted = byEndpoint.reduce(0) { $0 + $1.count }
+        counts.withLock { c in
+            c.consumed += batch.records.count
+            c.submitted += submitted
+            for reason in reasons { c.errorsByReason[reason, default: 0] += 1 }
+        }
+        consumedCounter.increment(by: Int64(batch.records.count))
+        for reason in reasons { errorCounters[reason]?.increment() }
+        return byEndpoint
+    }
+
+    private func restarted(_ admission: InFlightLedger<HeldEvent>.Admission, _ partition: TopicPartition) {
+        if case .restarted(_, let forgotten) = admission {
+            logger.warning("a partition went back to an earlier offset: its ledger restarts", metadata: [
+                "partition": "\(partition)", "forgotten": "\(forgotten)",
+            ])
+        }
+    }
+
+    // MARK: Settling
+
+    /// Outcomes from the engine (an event-loop thread, a batch at a time): resolved in the ledger under one lock,
+    /// then their output events are handed to the producer.
+    private func settle(_ outcomes: [DeliveryOutcome]) {
+        let reportOutputs = reportTopic == nil ? 0 : 1
+        var resolved: [(DeliveryOutcome, LedgerTicket, HeldEvent, RecordSource?)] = []
+        resolved.reserveCapacity(outcomes.count)
+        state.withLock { s in
+            for outcome in outcomes {
+                let ticket = LedgerTicket(outcome.ticket)
+                let outputs = outcome.result == .accepted ? reportOutputs : 1
+                guard let (entry, offset) = s.ledger.resolve(ticket, outputs: outputs), let entry else { continue }
+                // The record's source only for the events that name it (not for an accepted one without a report).
+                let source = outputs == 0 ? nil : s.ledger.topicPartition(slot: ticket.slot).source(offset: offset)
+                resolved.append((outcome, ticket, entry, source))
+            }
+        }
+        guard !resolved.isEmpty else { return }
+        let now = wallClock()
+        var messages: [OutgoingMessage] = []
+        var accepted = 0
+        var reasons: [DeliveryErrorReason] = []
+        for (outcome, ticket, entry, source) in resolved {
+            let endpoint = configuration.endpoints[entry.endpoint]
+            switch outcome.result {
+            case .accepted:
+                accepted += 1
+                if entry.timestamp > 0 { latency.recordMilliseconds(max(0, now - entry.timestamp)) }
+                if let reportTopic, let source {
+                    let report = DeliveryReport(
+                        eventID: entry.id, app: endpoint.app, environment: endpoint.environment, token: entry.token,
+                        attempts: outcome.attempts, source: source, occurredAt: now)
+                    messages.append(OutgoingMessage(topic: reportTopic, key: Array(entry.token.hex.utf8), value: report.json(), ticket: ticket))
+                }
+            case .failed(let reason, let status, let detail):
+                guard let source else { continue }
+                let event = DeliveryErrorEvent(
+                    eventID: entry.id, app: endpoint.app, environment: endpoint.environment.rawValue, token: entry.token.hex,
+                    reason: reason, status: status?.code, detail: detail, attempts: outcome.attempts, source: source,
+                    occurredAt: now, messageKey: entry.token.hex)
+                messages.append(OutgoingMessage(topic: errorTopic, key: Array(entry.token.hex.utf8), value: event.json(), ticket: ticket))
+                reasons.append(reason)
+            }
+        }
+        producer.produce(messages)
+        counts.withLock { c in
+            c.accepted += accepted
+            for reason in reasons { c.errorsByReason[reason, default: 0] += 1 }
+        }
+        if accepted > 0 { acceptedCounter.increment(by: Int64(accepted)) }
+        for reason in reasons { errorCounters[reason]?.increment() }
+    }
+
+    /// The broker acknowledged output events (the producer thread, one batch per poll).
+    private func acknowledged(_ tickets: [LedgerTicket]) {
+        state.withLock { s in for ticket in tickets { s.ledger.acknowledged(ticket) } }
+    }
+}
+
+extension DeliveryTicket {
+    /// A ledger ticket in a delivery's two words: slot and epoch in the high one, the sequence in the low one.
+    init(_ ticket: LedgerTicket) {
+        self.init(high: UInt64(ticket.slot) << 32 | UInt64(ticket.epoch), low: ticket.sequence)
+    }
+}
+
+extension LedgerTicket {
+    init(_ ticket: DeliveryTicket) {
+        self.init(slot: UInt32(truncatingIfNeeded: ticket.high >> 32), epoch: UInt32(truncatingIfNeeded: ticket.high), sequence: ticket.low)
+    }
+}
+
+extension TopicPartition {
+    func source(offset: Int64) -> RecordSource { RecordSource(topic: topic, partition: partition, offset: offset) }
+}
+
+extension PipelineConfiguration {
+    /// The endpoint an event goes to (see ``endpointIndex(app:environment:)``).
+    func endpoint(app: String, environment: APNsEnvironment?) -> AppEndpoint? {
+        endpointIndex(app: app, environment: environment).map { endpoints[$0] }
+    }
+
+    /// The index of the endpoint an event goes to: its environment if named, else production if configured, else
+    /// the app's only (or first) environment.
+    func endpointIndex(app: String, environment: APNsEnvironment?) -> Int? {
+        if let environment { return endpoints.firstIndex { $0.app == app && $0.environment == environment } }
+        return endpoints.firstIndex { $0.app == app && $0.environment == .production } ?? endpoints.firstIndex { $0.app == app }
     }
 }
 
 /// The optional delivery-report event: one per accepted notification, for audit.
 struct DeliveryReport {
-    var event: NotificationEvent
+    var eventID: String
+    var app: String
+    var environment: APNsEnvironment
+    var token: DeviceToken
     var attempts: Int
     var source: RecordSource
     var occurredAt: Int64
@@ -203,10 +385,10 @@ struct DeliveryReport {
     func json() -> [UInt8] {
         var w = JSONWriter()
         w.beginObject()
-        w.field("event_id", event.id)
-        w.field("app", event.app)
-        w.field("environment", event.environment?.rawValue)
-        w.field("token", event.token.hex)
+        w.field("event_id", eventID)
+        w.field("app", app)
+        w.field("environment", environment.rawValue)
+        w.field("token", token.hex)
         w.field("attempts", Int64(attempts))
         source.write("source", into: &w)
         w.field("accepted_at", RFC3339.format(unixMilliseconds: occurredAt))

@@ -25,20 +25,18 @@ public enum Replay {
                 consumerProperties["enable.auto.commit"] = nil
                 let reader = try KafkaReplayReader(properties: consumerProperties, topic: topic, start: start)
                 logger.info("replaying", metadata: ["topic": "\(topic)", "ranges": "\(reader.ranges.sorted { $0.key < $1.key }.map { "[\($0.key)] \($0.value.lowerBound)..<\($0.value.upperBound)" })"])
-                let offsets = OffsetBook()
                 var pipelineConfiguration = PipelineConfiguration(
                     deliveryErrorTopic: configuration.kafka.deliveryErrorTopic,
                     deliveryReportTopic: configuration.kafka.deliveryReportTopic, endpoints: try configuration.endpointsWithSecrets())
                 pipelineConfiguration.defaultTTLSeconds = Int64(configuration.delivery.defaultTTLSeconds)
                 let pipeline = try Pipeline(
-                    configuration: pipelineConfiguration, records: reader.records, offsets: offsets, producer: producer,
-                    delivery: configuration.deliveryConfiguration, logger: logger,
+                    configuration: pipelineConfiguration, producer: producer, delivery: configuration.deliveryConfiguration, logger: logger,
                     wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
                 async let reading: Void = reader.run()
-                try await pipeline.run()
+                try await pipeline.run(records: reader.records)
                 await reading
                 let settled = await pipeline.drain(timeout: .seconds(120))
-                while offsets.outstanding > 0 { try await Task.sleep(for: .milliseconds(10)) }
+                while pipeline.held > 0 { try await Task.sleep(for: .milliseconds(10)) }
                 _ = await pipeline.stop()
                 if !settled { logger.warning("replay: not every notification got an outcome in time", metadata: ["topic": "\(topic)"]) }
                 let c = pipeline.snapshot

@@ -40,11 +40,6 @@ public final class Worker: Service, Sendable {
             brokers: configuration.kafka.brokers, common: configuration.kafka.properties,
             consumer: configuration.kafka.consumerProperties, producer: configuration.kafka.producerProperties)
         producer = try KafkaProducer(properties: properties.producerProperties, logger: logger)
-        consumer = try KafkaConsumer(
-            properties: properties.consumerProperties(groupID: configuration.kafka.groupID),
-            topics: configuration.kafka.inputTopics,
-            // The pipeline holds at most max_in_flight in the engine; records beyond that wait in Kafka.
-            maxOutstanding: configuration.delivery.maxInFlight, logger: logger)
         var pipelineConfiguration = PipelineConfiguration(
             deliveryErrorTopic: configuration.kafka.deliveryErrorTopic,
             deliveryReportTopic: configuration.kafka.deliveryReportTopic, endpoints: try configuration.endpointsWithSecrets())
@@ -53,7 +48,14 @@ public final class Worker: Service, Sendable {
             endpoints: pipelineConfiguration.endpoints, topic: configuration.kafka.feedbackTopic,
             spoolDirectory: configuration.spoolDirectory, interval: .seconds(configuration.feedbackIntervalSeconds),
             producer: producer, logger: logger)
-        let pipelineBox = PipelineBox()
+        pipeline = try Pipeline(
+            configuration: pipelineConfiguration, producer: producer, delivery: configuration.deliveryConfiguration,
+            logger: logger, wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
+        consumer = try KafkaConsumer(
+            properties: properties.consumerProperties(groupID: configuration.kafka.groupID),
+            topics: configuration.kafka.inputTopics,
+            // The pipeline's ledger holds at most max_in_flight records; records beyond that wait in Kafka.
+            maxOutstanding: configuration.delivery.maxInFlight, sink: pipeline, logger: logger)
         let lag = Gauge(label: "pushworker_consumer_lag")
         http = HTTPEndpoints(
             metrics: { [consumer] in
@@ -62,20 +64,15 @@ public final class Worker: Service, Sendable {
                 registry?.emit(into: &out)
                 return out
             },
-            readiness: { [consumer] in
+            readiness: { [consumer, pipeline] in
                 guard !consumer.assignment.isEmpty else { return (false, "no partitions assigned yet") }
-                guard let statuses = pipelineBox.pipeline?.engineStatus else { return (false, "starting") }
+                let statuses = pipeline.engineStatus
                 for (app, status) in statuses.sorted(by: { $0.key.description < $1.key.description }) where status.readyConnections == 0 {
                     guard let error = status.lastError else { return (false, "\(app): connecting") }
                     return (true, "\(app): backing off after: \(error)")
                 }
                 return (true, "ready: \(consumer.assignment.count) partitions, every app connected")
             })
-        pipeline = try Pipeline(
-            configuration: pipelineConfiguration, records: consumer.records, offsets: consumer.offsets, producer: producer,
-            delivery: configuration.deliveryConfiguration, logger: logger,
-            wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
-        pipelineBox.pipeline = pipeline
     }
 
     public var counts: PipelineCounts { pipeline.snapshot }
@@ -90,8 +87,8 @@ public final class Worker: Service, Sendable {
         logger.info("http endpoints", metadata: ["listen": "\(host):\(bound)"])
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { [producer] in await producer.run(flushTimeout: .seconds(10)) }
+            pipeline.start()
             group.addTask { [consumer] in await consumer.run() }
-            group.addTask { [pipeline] in try await pipeline.run() }
             // Wait for the signal (or cancellation), then shut down in order.
             await withTaskGroup(of: Void.self) { polling in
                 polling.addTask { [feedback] in await feedback.run() }
@@ -140,14 +137,5 @@ public final class Worker: Service, Sendable {
         if !drained || unsettled > 0 {
             logger.warning("deadline reached: notifications without an outcome stay uncommitted", metadata: ["unsettled": "\(unsettled)"])
         }
-    }
-}
-
-/// Lets the readiness check reach the pipeline, which is made after the HTTP endpoints.
-final class PipelineBox: Sendable {
-    private let value = Mutex<Pipeline?>(nil)
-    var pipeline: Pipeline? {
-        get { value.withLock { $0 } }
-        set { value.withLock { $0 = newValue } }
     }
 }

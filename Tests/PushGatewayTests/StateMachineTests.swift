@@ -208,7 +208,7 @@ func sendAll(_ m: inout Machine, _ n: Int) -> [UInt32] {
         #expect(n.identifier == 0xA1B2_C3D4)
         for format in [NotificationFormat.enhanced, .simple] {
             var b = ByteBufferAllocator().buffer(capacity: 64)
-            Delivery(ticket: 1, notification: PushNotification(token: try! DeviceToken(bytes: [1]), payload: Array("{}".utf8), identifier: 0, expiration: 5, priority: .immediate), format: format)
+            Delivery(ticket: DeliveryTicket(1), notification: PushNotification(token: try! DeviceToken(bytes: [1]), payload: Array("{}".utf8), identifier: 0, expiration: 5, priority: .immediate), format: format)
                 .write(identifier: 77, into: &b)
             guard case .notification(let decoded)? = NotificationDecoder.decode(from: &b) else { fatalError() }
             #expect(decoded.identifier == (format == .simple ? 0 : 77))

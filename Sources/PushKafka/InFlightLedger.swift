@@ -1,0 +1,263 @@
+import DequeModule
+
+/// A held record's reference, carried by its delivery and by its output events: which partition ledger holds it,
+/// in which epoch of that partition, and its place there. Sixteen bytes; no string, no lookup by name.
+public struct LedgerTicket: Hashable, Sendable, CustomStringConvertible {
+    /// The partition's slot in the ledger.
+    public var slot: UInt32
+    /// The partition's epoch when the record was admitted: a revoke, a reassignment or a reset ends the epoch, and
+    /// a ticket of an ended epoch settles nothing.
+    public var epoch: UInt32
+    /// The record's place in its partition's ledger (0 for the first record of the epoch).
+    public var sequence: UInt64
+
+    public init(slot: UInt32, epoch: UInt32, sequence: UInt64) {
+        self.slot = slot
+        self.epoch = epoch
+        self.sequence = sequence
+    }
+
+    public var description: String { "#\(slot).\(epoch).\(sequence)" }
+}
+
+/// The one owner of every record from fetch to commit (SPEC section 4): per partition, a compact entry per record in
+/// offset order, holding what its output events need (`Entry`), whether its outcome is known, and how many of its
+/// output events the broker has not acknowledged yet. The committable offset of a partition is one past its
+/// settled prefix; the number of unsettled records is the worker's backpressure signal. Pure: no I/O, no locks
+/// (its owner settles batches under one lock).
+///
+/// Rebalance fencing: a partition's records belong to an epoch. Revoking it, assigning it again, or a record
+/// arriving at an offset at or below the last one (auto.offset.reset after an out-of-range, an unclean leader
+/// election) ends the epoch: its records are forgotten (they stay uncommitted for whoever fetches them next) and a
+/// settlement carrying a ticket of that epoch is ignored, so it can neither stall nor advance the next epoch's
+/// commits.
+public struct InFlightLedger<Entry: Sendable>: Sendable {
+    /// Which group (an app's share of the ledger) a record counts in; ``noGroup`` for records not delivered.
+    public typealias Group = Int
+
+    public static var noGroup: Group { 0 }
+
+    private struct Record {
+        var offset: Int64
+        var pendingOutputs: Int32 = 0
+        var outcomeKnown = false
+        var group: Int32
+        var entry: Entry?
+
+        var isSettled: Bool { outcomeKnown && pendingOutputs == 0 }
+    }
+
+    private struct Partition {
+        let topicPartition: TopicPartition
+        var epoch: UInt32 = 0
+        var records = Deque<Record>()
+        /// The sequence of `records.first`.
+        var headSequence: UInt64 = 0
+        var lastOffset: Int64?
+        /// One past the settled prefix: what a commit of this epoch would store.
+        var committable: Int64?
+        var dirty = false
+
+        init(_ topicPartition: TopicPartition) { self.topicPartition = topicPartition }
+
+        func index(of ticket: LedgerTicket) -> Int? {
+            guard ticket.epoch == epoch, ticket.sequence >= headSequence else { return nil }
+            let index = Int(ticket.sequence - headSequence)
+            return index < records.count ? index : nil
+        }
+    }
+
+    /// What the ledger did with a record offered to it.
+    public enum Admission: Sendable, Equatable {
+        case admitted(LedgerTicket)
+        /// The offset was at or below the partition's last one: the partition's epoch was restarted (its
+        /// `forgotten` unsettled records will not be committed by this epoch) and the record admitted into the new
+        /// one.
+        case restarted(LedgerTicket, forgotten: Int)
+
+        public var ticket: LedgerTicket {
+            switch self {
+            case .admitted(let t), .restarted(let t, _): t
+            }
+        }
+    }
+
+    private var partitions: [Partition] = []
+    private var slots: [TopicPartition: Int] = [:]
+    private var groupCounts: [Int]
+    /// Records admitted and not yet settled, across partitions.
+    public private(set) var count = 0
+
+    /// - Parameter groups: how many groups records may count in (besides ``noGroup``).
+    public init(groups: Int = 0) {
+        groupCounts = Array(repeating: 0, count: groups + 1)
+    }
+
+    // MARK: Partitions
+
+    /// The slot of a partition (created on first use). Look it up once per run of records of one partition.
+    public mutating func slot(for partition: TopicPartition) -> UInt32 {
+        if let slot = slots[partition] { return UInt32(slot) }
+        partitions.append(Partition(partition))
+        slots[partition] = partitions.count - 1
+        return UInt32(partitions.count - 1)
+    }
+
+    /// Partitions were assigned: each starts a new epoch, empty.
+    public mutating func assign(_ assigned: [TopicPartition]) {
+        for partition in assigned { restart(Int(slot(for: partition))) }
+    }
+
+    /// Partitions were revoked: returns the committable offsets that moved (of every partition, so that the commit
+    /// made before the release carries all of them), then ends the revoked partitions' epochs.
+    public mutating func revoke(_ revoked: [TopicPartition]) -> [(TopicPartition, Int64)] {
+        let moved = takeCommittable()
+        for partition in revoked {
+            if let slot = slots[partition] { restart(slot) }
+        }
+        return moved
+    }
+
+    /// Ends the partition's epoch: its unsettled records stop counting and are forgotten. Returns how many.
+    @discardableResult
+    private mutating func restart(_ slot: Int) -> Int {
+        var forgotten = 0
+        for record in partitions[slot].records where !record.isSettled {
+            forgotten += 1
+            groupCounts[Int(record.group)] -= 1
+        }
+        count -= forgotten
+        partitions[slot].epoch &+= 1
+        partitions[slot].records.removeAll()
+        partitions[slot].headSequence = 0
+        partitions[slot].lastOffset = nil
+        partitions[slot].committable = nil
+        partitions[slot].dirty = false
+        return forgotten
+    }
+
+    // MARK: Records
+
+    /// Takes a record in: `entry` is what its output events will need (nil for a record whose outcome is already
+    /// known, see `outcomeKnown`), `group` the share it counts in while unsettled.
+    /// - Parameters:
+    ///   - outcomeKnown: the record is settled by its output events alone (rejected before delivery): `outputs` of
+    ///     them are on their way to the broker.
+    public mutating func admit(
+        slot: UInt32, offset: Int64, group: Group, entry: Entry?, outcomeKnown: Bool = false, outputs: Int = 0
+    ) -> Admission {
+        let s = Int(slot)
+        var forgotten: Int?
+        if let last = partitions[s].lastOffset, offset <= last { forgotten = restart(s) }
+        let sequence = partitions[s].headSequence + UInt64(partitions[s].records.count)
+        var record = Record(offset: offset, group: Int32(group), entry: entry)
+        record.outcomeKnown = outcomeKnown
+        record.pendingOutputs = Int32(outputs)
+        partitions[s].lastOffset = offset
+        if record.isSettled && partitions[s].records.isEmpty {
+            // Nothing ahead of it: it moves the committable offset at once and need not be kept.
+            partitions[s].headSequence += 1
+            partitions[s].committable = offset + 1
+            partitions[s].dirty = true
+        } else {
+            partitions[s].records.append(record)
+            if !record.isSettled {
+                count += 1
+                groupCounts[group] += 1
+            }
+        }
+        let ticket = LedgerTicket(slot: slot, epoch: partitions[s].epoch, sequence: sequence)
+        if let forgotten { return .restarted(ticket, forgotten: forgotten) }
+        return .admitted(ticket)
+    }
+
+    /// The record's outcome is known and `outputs` output events about it are on their way to the broker. Returns
+    /// its entry (the ledger keeps no copy) and offset, or nil for a ticket of an ended epoch or a record already
+    /// resolved.
+    public mutating func resolve(_ ticket: LedgerTicket, outputs: Int) -> (entry: Entry?, offset: Int64)? {
+        guard let (s, i) = locate(ticket), !partitions[s].records[i].outcomeKnown else { return nil }
+        let entry = partitions[s].records[i].entry
+        let offset = partitions[s].records[i].offset
+        partitions[s].records[i].entry = nil
+        partitions[s].records[i].outcomeKnown = true
+        partitions[s].records[i].pendingOutputs += Int32(outputs)
+        settledIfDone(s, i)
+        return (entry, offset)
+    }
+
+    /// The ticket of the record at `offset` in the partition's current epoch (a binary search: for tools and
+    /// tests; the hot path keeps tickets).
+    public func ticket(slot: UInt32, offset: Int64) -> LedgerTicket? {
+        let p = partitions[Int(slot)]
+        var low = 0
+        var high = p.records.count - 1
+        while low <= high {
+            let mid = (low + high) / 2
+            let value = p.records[mid].offset
+            if value == offset { return LedgerTicket(slot: slot, epoch: p.epoch, sequence: p.headSequence + UInt64(mid)) }
+            if value < offset { low = mid + 1 } else { high = mid - 1 }
+        }
+        return nil
+    }
+
+    /// The partition a slot stands for.
+    public func topicPartition(slot: UInt32) -> TopicPartition { partitions[Int(slot)].topicPartition }
+
+    /// More output events about a record whose outcome is known are on their way (ignored for an ended epoch).
+    public mutating func outputsPending(_ ticket: LedgerTicket, _ outputs: Int) {
+        guard let (s, i) = locate(ticket), !partitions[s].records[i].isSettled else { return }
+        partitions[s].records[i].pendingOutputs += Int32(outputs)
+    }
+
+    /// The broker acknowledged an output event about the record (ignored for an ended epoch).
+    public mutating func acknowledged(_ ticket: LedgerTicket) {
+        guard let (s, i) = locate(ticket), partitions[s].records[i].pendingOutputs > 0 else { return }
+        partitions[s].records[i].pendingOutputs -= 1
+        settledIfDone(s, i)
+    }
+
+    private func locate(_ ticket: LedgerTicket) -> (Int, Int)? {
+        let s = Int(ticket.slot)
+        guard s < partitions.count, let i = partitions[s].index(of: ticket) else { return nil }
+        return (s, i)
+    }
+
+    private mutating func settledIfDone(_ s: Int, _ i: Int) {
+        guard partitions[s].records[i].isSettled else { return }
+        count -= 1
+        groupCounts[Int(partitions[s].records[i].group)] -= 1
+        guard i == 0 else { return }
+        while let first = partitions[s].records.first, first.isSettled {
+            partitions[s].committable = first.offset + 1
+            partitions[s].records.removeFirst()
+            partitions[s].headSequence += 1
+            partitions[s].dirty = true
+        }
+    }
+
+    // MARK: Reading
+
+    /// Unsettled records that count in `group`.
+    public func held(group: Group) -> Int { groupCounts[group] }
+
+    /// The committable offset of a partition in its current epoch, if it moved at all.
+    public func committable(_ partition: TopicPartition) -> Int64? {
+        slots[partition].flatMap { partitions[$0].committable }
+    }
+
+    /// Unsettled records of one partition.
+    public func unsettled(_ partition: TopicPartition) -> Int {
+        guard let slot = slots[partition] else { return 0 }
+        return partitions[slot].records.reduce(0) { $0 + ($1.isSettled ? 0 : 1) }
+    }
+
+    /// The partitions whose committable offset moved since the last call, with that offset; clears the marks.
+    public mutating func takeCommittable() -> [(TopicPartition, Int64)] {
+        var result: [(TopicPartition, Int64)] = []
+        for s in partitions.indices where partitions[s].dirty {
+            partitions[s].dirty = false
+            if let offset = partitions[s].committable { result.append((partitions[s].topicPartition, offset)) }
+        }
+        return result
+    }
+}

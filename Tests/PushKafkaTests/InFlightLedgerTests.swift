@@ -1,0 +1,155 @@
+import Testing
+@testable import PushKafka
+
+@Suite struct InFlightLedgerTests {
+    let p0 = TopicPartition(topic: "t", partition: 0)
+    let p1 = TopicPartition(topic: "t", partition: 1)
+
+    /// Admits `offsets` of `partition` as deliveries of group 1; returns their tickets.
+    func admit(_ l: inout InFlightLedger<String>, _ partition: TopicPartition, _ offsets: some Sequence<Int64>) -> [LedgerTicket] {
+        let slot = l.slot(for: partition)
+        return offsets.map { l.admit(slot: slot, offset: $0, group: 1, entry: "e\($0)").ticket }
+    }
+
+    @Test func outOfOrderOutcomesCommitOnlyTheContiguousPrefix() {
+        var l = InFlightLedger<String>(groups: 1)
+        let t = admit(&l, p0, 10...14)
+        #expect(l.count == 5)
+        #expect(l.resolve(t[2], outputs: 0)?.entry == "e12")
+        #expect(l.resolve(t[4], outputs: 0)?.offset == 14)
+        #expect(l.committable(p0) == nil)
+        _ = l.resolve(t[0], outputs: 0)
+        #expect(l.committable(p0) == 11)
+        _ = l.resolve(t[1], outputs: 0)
+        #expect(l.committable(p0) == 13)
+        _ = l.resolve(t[3], outputs: 0)
+        #expect(l.committable(p0) == 15)
+        #expect(l.count == 0)
+        #expect(l.held(group: 1) == 0)
+    }
+
+    @Test func anUnacknowledgedOutputEventHoldsTheOffsetBack() {
+        var l = InFlightLedger<String>(groups: 1)
+        let t = admit(&l, p0, 0...1)
+        _ = l.resolve(t[0], outputs: 1)  // its delivery-error event is on its way to the broker
+        _ = l.resolve(t[1], outputs: 0)
+        #expect(l.committable(p0) == nil)
+        #expect(l.count == 1)
+        l.acknowledged(t[0])
+        #expect(l.committable(p0) == 2)
+        #expect(l.count == 0)
+    }
+
+    @Test func aRecordRejectedAtAdmissionSettlesWithItsErrorEvent() {
+        var l = InFlightLedger<String>(groups: 1)
+        let slot = l.slot(for: p0)
+        let rejected = l.admit(slot: slot, offset: 0, group: InFlightLedger<String>.noGroup, entry: nil, outcomeKnown: true, outputs: 1)
+        let delivered = l.admit(slot: slot, offset: 1, group: 1, entry: "e1").ticket
+        #expect(l.count == 2)
+        #expect(l.held(group: 1) == 1)
+        #expect(l.held(group: InFlightLedger<String>.noGroup) == 1)
+        _ = l.resolve(delivered, outputs: 0)
+        #expect(l.committable(p0) == nil)
+        #expect(l.resolve(rejected.ticket, outputs: 0) == nil)  // its outcome was known already
+        l.acknowledged(rejected.ticket)
+        #expect(l.committable(p0) == 2)
+        #expect(l.count == 0)
+    }
+
+    @Test func aRecordIsResolvedOnceAndItsEntryIsNotKept() {
+        var l = InFlightLedger<String>(groups: 1)
+        let t = admit(&l, p0, [7])
+        #expect(l.resolve(t[0], outputs: 1)?.entry == "e7")
+        #expect(l.resolve(t[0], outputs: 1) == nil)
+        l.acknowledged(t[0])
+        l.acknowledged(t[0])  // a second acknowledgement changes nothing
+        #expect(l.count == 0)
+        #expect(l.committable(p0) == 8)
+    }
+
+    @Test func takeCommittableReportsEachMoveOnce() {
+        var l = InFlightLedger<String>(groups: 1)
+        let a = admit(&l, p0, 0...2)
+        let b = admit(&l, p1, 5...6)
+        _ = l.resolve(a[0], outputs: 0)
+        _ = l.resolve(b[0], outputs: 0)
+        _ = l.resolve(b[1], outputs: 0)
+        let moved = Dictionary(uniqueKeysWithValues: l.takeCommittable().map { ($0.0, $0.1) })
+        #expect(moved == [p0: 1, p1: 7])
+        #expect(l.takeCommittable().isEmpty)
+    }
+
+    /// Revoke and reassign the same partition to the same member while outcomes are in flight: the old epoch's
+    /// outcomes are ignored; they neither advance nor stall the new epoch's commits.
+    @Test func settlementsOfARevokedEpochAreIgnored() {
+        var l = InFlightLedger<String>(groups: 1)
+        l.assign([p0])
+        let old = admit(&l, p0, 0...3)
+        _ = l.resolve(old[0], outputs: 0)
+        let moved = l.revoke([p0])
+        #expect(moved.map(\.1) == [1])  // the settled prefix is committed before the release
+        #expect(l.count == 0)
+        #expect(l.held(group: 1) == 0)
+        l.assign([p0])
+        // The same records come again (the next owner is this member), and then newer ones.
+        let new = admit(&l, p0, 1...5)
+        #expect(new.first?.epoch != old[1].epoch)
+        // Late outcomes of the old epoch: same slot, same sequences, another epoch.
+        for t in old.dropFirst() { #expect(l.resolve(t, outputs: 0) == nil) }
+        for t in old { l.acknowledged(t) }
+        #expect(l.committable(p0) == nil)
+        #expect(l.count == 5)
+        for t in new { _ = l.resolve(t, outputs: 0) }
+        #expect(l.committable(p0) == 6)
+        #expect(l.count == 0)
+    }
+
+    @Test func aBackwardOffsetRestartsThePartitionInsteadOfTrapping() {
+        var l = InFlightLedger<String>(groups: 1)
+        let slot = l.slot(for: p0)
+        let old = admit(&l, p0, 100...102)
+        _ = l.resolve(old[0], outputs: 0)
+        _ = l.takeCommittable()
+        // auto.offset.reset sends the partition back to 40
+        let admission = l.admit(slot: slot, offset: 40, group: 1, entry: "e40")
+        #expect(admission == .restarted(admission.ticket, forgotten: 2))
+        #expect(l.count == 1)
+        #expect(l.committable(p0) == nil)  // nothing of the old epoch is committed by the new one
+        #expect(l.resolve(old[1], outputs: 0) == nil)
+        _ = l.resolve(admission.ticket, outputs: 0)
+        #expect(l.takeCommittable().map(\.1) == [41])
+        // An equal offset restarts too.
+        let again = l.admit(slot: slot, offset: 41, group: 1, entry: "x")
+        #expect(again == .admitted(again.ticket))
+        if case .restarted = l.admit(slot: slot, offset: 41, group: 1, entry: "y") {} else { Issue.record("not restarted") }
+    }
+
+    @Test func groupsCountTheirUnsettledRecords() {
+        var l = InFlightLedger<String>(groups: 2)
+        let slot = l.slot(for: p0)
+        let a = l.admit(slot: slot, offset: 0, group: 1, entry: "a").ticket
+        let b = l.admit(slot: slot, offset: 1, group: 2, entry: "b").ticket
+        _ = l.admit(slot: slot, offset: 2, group: 2, entry: "c")
+        #expect(l.held(group: 1) == 1)
+        #expect(l.held(group: 2) == 2)
+        _ = l.resolve(b, outputs: 0)
+        #expect(l.held(group: 2) == 1)
+        _ = l.resolve(a, outputs: 1)
+        #expect(l.held(group: 1) == 1)  // until its output event is acknowledged
+        l.acknowledged(a)
+        #expect(l.held(group: 1) == 0)
+        _ = l.revoke([p0])
+        #expect(l.held(group: 2) == 0)
+        #expect(l.count == 0)
+    }
+
+    @Test func ticketsAreFoundByOffset() {
+        var l = InFlightLedger<String>(groups: 1)
+        let t = admit(&l, p0, [3, 5, 9])
+        let slot = l.slot(for: p0)
+        #expect(l.ticket(slot: slot, offset: 5) == t[1])
+        #expect(l.ticket(slot: slot, offset: 4) == nil)
+        _ = l.resolve(t[0], outputs: 0)
+        #expect(l.ticket(slot: slot, offset: 9) == t[2])
+    }
+}
