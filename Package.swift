@@ -187,7 +187,8 @@ let package = Package(
         ),
         .testTarget(
             name: "PushWorkerTests",
-            dependencies: ["PushWorker", "PushTestSupport", "PushKafka", "PushCore"],
+            dependencies: ["PushWorker", "PushTestSupport", "PushKafka", "PushCore", "PushGateway", "PushSimulator",
+                           .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
         // The files under deploy/: they parse, the Kubernetes objects are complete, the shipped configurations

@@ -83,10 +83,12 @@ public final class KafkaConsumer: Sendable {
     /// is committed before ``stop()``).
     public func suspendFetching() {
         suspended.store(true, ordering: .relaxed)
+        context.stopping.store(true, ordering: .relaxed)
     }
 
     /// Asks the poll loop to finish.
     public func stop() {
+        context.stopping.store(true, ordering: .relaxed)
         stopRequested.store(true, ordering: .relaxed)
     }
 
@@ -147,11 +149,7 @@ public final class KafkaConsumer: Sendable {
             }
             storeSettledOffsets()
         }
-        storeSettledOffsets()
-        let error = rd_kafka_commit(client, nil, 0)
-        if error != RD_KAFKA_RESP_ERR_NO_ERROR && error != RD_KAFKA_RESP_ERR__NO_OFFSET {
-            logger.warning("final commit failed", metadata: ["error": "\(String(cString: rd_kafka_err2str(error)))"])
-        }
+        commitFinally(within: .seconds(10))
         rd_kafka_consumer_close(client)
         (sink as? RecordStream)?.finish()
     }
@@ -168,10 +166,43 @@ public final class KafkaConsumer: Sendable {
         logger.debug(pause ? "paused fetching: the pipeline is full" : "resumed fetching", metadata: ["partitions": "\(partitions)"])
     }
 
+    /// Commits the settled offsets before leaving the group. When members stop together (a rollout), the group is
+    /// rebalancing by then and the broker refuses the commit of the old generation ("Specified group generation id
+    /// is not valid"): the consumer serves the rebalance (records it polls meanwhile are dropped, uncommitted) and
+    /// commits its settled offsets again in the new generation, until `limit` has passed.
+    private func commitFinally(within limit: Duration) {
+        storeSettledOffsets()
+        let deadline = ContinuousClock.now.advanced(by: limit)
+        while true {
+            let offsets = context.unconfirmed
+            let error = offsets.isEmpty
+                ? rd_kafka_commit(client, nil, 0) : rd_kafka_commit(client, PartitionList(offsets.map { ($0.key, $0.value) }).pointer, 0)
+            if error == RD_KAFKA_RESP_ERR_NO_ERROR || error == RD_KAFKA_RESP_ERR__NO_OFFSET { return }
+            guard KafkaConsumer.isGenerationError(error), ContinuousClock.now < deadline else {
+                logger.warning("final commit failed", metadata: ["error": "\(String(cString: rd_kafka_err2str(error)))"])
+                return
+            }
+            logger.info("final commit refused while the group rebalances; committing again in the new generation", metadata: [
+                "error": "\(String(cString: rd_kafka_err2str(error)))",
+            ])
+            let served = ContinuousClock.now.advanced(by: .milliseconds(300))
+            while ContinuousClock.now < served, !Task.isCancelled {
+                if let message = rd_kafka_consumer_poll(client, 50) { rd_kafka_message_destroy(message) }
+            }
+        }
+    }
+
+    /// Errors that mean "this member's generation is over": a commit can succeed once the member has rejoined.
+    static func isGenerationError(_ error: rd_kafka_resp_err_t) -> Bool {
+        [RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION, RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS, RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID,
+         RD_KAFKA_RESP_ERR__STATE, RD_KAFKA_RESP_ERR_NOT_COORDINATOR, RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE].contains(error)
+    }
+
     /// Stores (for auto-commit) the offsets past each partition's settled prefix.
     func storeSettledOffsets() {
         let moved = sink.takeCommittable()
         guard !moved.isEmpty else { return }
+        context.stored(moved)
         let list = PartitionList(moved)
         let error = rd_kafka_offsets_store(client, list.pointer)
         if error != RD_KAFKA_RESP_ERR_NO_ERROR {
@@ -180,7 +211,7 @@ public final class KafkaConsumer: Sendable {
         }
     }
 
-    /// Commits the stored offsets now and waits for the broker (used on revoke and close; tests use it too).
+    /// Commits the stored offsets now and waits for the broker (tests use it).
     public func commitStoredOffsets() throws(KafkaError) {
         storeSettledOffsets()
         let error = rd_kafka_commit(client, nil, 0)
@@ -221,6 +252,9 @@ final class RebalanceContext: Sendable {
     let sink: any RecordSink
     let logger: Logger
     private let state = Mutex<(assignment: [TopicPartition], generation: Int)>(([], 0))
+    private let offsets = Mutex<[TopicPartition: Int64]>([:])
+    /// Set once the consumer stops fetching for shutdown.
+    let stopping = Atomic<Bool>(false)
 
     init(sink: any RecordSink, logger: Logger) {
         self.sink = sink
@@ -237,6 +271,21 @@ final class RebalanceContext: Sendable {
             s.assignment = incremental ? Array(Set(s.assignment).union(partitions)) : partitions
             s.generation += 1
         }
+    }
+
+    /// Offsets stored for the partitions assigned now (and for those revoked while stopping whose commit failed): what
+    /// the final commit confirms.
+    var unconfirmed: [TopicPartition: Int64] { offsets.withLock { $0 } }
+
+    func stored(_ moved: [(TopicPartition, Int64)]) {
+        offsets.withLock { o in for (p, offset) in moved { o[p] = offset } }
+    }
+
+    /// The revoke's commit went through (the partitions' offsets need no more confirming), or failed outside a
+    /// shutdown (they are forgotten: the next owner delivers from the last commit, as it would anyway).
+    func revokeCommitted(_ partitions: [TopicPartition], succeeded: Bool, stopping: Bool) {
+        guard succeeded || !stopping else { return }
+        offsets.withLock { o in for p in partitions { o[p] = nil } }
     }
 
     func revoked(_ partitions: [TopicPartition], incremental: Bool) {
@@ -271,10 +320,14 @@ private func rebalanceCallback(
         // Every partition whose settled prefix moved is stored (the revoked ones matter most), then committed.
         let settled = context.sink.revoked(list)
         if !settled.isEmpty {
+            context.stored(settled)
             let store = PartitionList(settled)
             rd_kafka_offsets_store(client, store.pointer)
         }
         let commit = rd_kafka_commit(client, nil, 0)
+        context.revokeCommitted(
+            list, succeeded: commit == RD_KAFKA_RESP_ERR_NO_ERROR || commit == RD_KAFKA_RESP_ERR__NO_OFFSET,
+            stopping: context.stopping.load(ordering: .relaxed))
         context.logger.info("partitions revoked", metadata: [
             "partitions": "\(list)", "commit": "\(String(cString: rd_kafka_err2str(commit)))",
         ])

@@ -1,0 +1,79 @@
+import Foundation
+import Logging
+import PushCore
+import PushGateway
+import PushKafka
+import PushSimulator
+import PushTestSupport
+import PushWorker
+import Testing
+
+/// Per-app admission: an app whose gateway is down counts towards pausing with at most its share of
+/// `max_in_flight`, so the other apps keep delivering (in process: the mock cluster, the simulator for one app and a
+/// closed port for the other).
+@Suite struct AdmissionTests {
+    @Test func anAppWhoseGatewayIsDownDoesNotStopTheOthers() async throws {
+        var quiet = Logger(label: "test")
+        quiet.logLevel = .critical
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("notifications", partitions: 3)
+        try cluster.createTopic("notification-errors", partitions: 1)
+
+        var simulatorConfiguration = SimulatorConfiguration(
+            certificatePath: TestPKI.path("server.pem"), privateKeyPath: TestPKI.path("server-key.pem"), caPath: TestPKI.path("ca.pem"))
+        simulatorConfiguration.recordInMemory = true
+        let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: quiet)
+        let addresses = try await simulator.start()
+        func endpoint(_ app: String, port: Int) -> AppEndpoint {
+            AppEndpoint(
+                app: app, environment: .production, gatewayHost: "127.0.0.1", gatewayPort: port, feedbackHost: "127.0.0.1",
+                feedbackPort: addresses.feedbackPort, connections: 2, format: .frame, certificatePath: TestPKI.path("app.pem"),
+                privateKeyPath: TestPKI.path("app-key.pem"), caPath: TestPKI.path("ca.pem"))
+        }
+        // Nothing listens on `refused`: every connection attempt of app "down" is refused.
+        let refused = try Broker.freePort()
+        var delivery = DeliveryConfiguration()
+        delivery.maxInFlight = 1000
+        delivery.acceptanceWindow = .milliseconds(200)
+        delivery.reconnectInitial = .milliseconds(20)
+        delivery.reconnectMaximum = .milliseconds(200)
+
+        let producer = try KafkaProducer(properties: ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"], logger: quiet)
+        let pipeline = try Pipeline(
+            configuration: PipelineConfiguration(
+                deliveryErrorTopic: "notification-errors", endpoints: [endpoint("down", port: refused), endpoint("up", port: addresses.gatewayPort)]),
+            producer: producer, delivery: delivery, logger: quiet, wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
+        let consumer = try KafkaConsumer(
+            properties: ["bootstrap.servers": cluster.bootstrapServers, "group.id": "admission", "log_level": "3"],
+            topics: ["notifications"], maxOutstanding: delivery.maxInFlight, sink: pipeline, logger: quiet)
+
+        // More for the app that is down than all of max_in_flight, interleaved with three times as many for the other.
+        let down = 1200
+        let up = 3600
+        var events: [String] = []
+        for i in 0..<(down + up) {
+            let app = i % 4 == 0 ? "down" : "up"
+            events.append(#"{"id":"\#(app)-\#(i)","app":"\#(app)","token":"\#(String(format: "%064x", i))","payload":{"aps":{"alert":"n"}}}"#)
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await producer.run() }
+            pipeline.start()
+            group.addTask { await consumer.run() }
+            for (i, json) in events.enumerated() {
+                producer.produce(topic: "notifications", key: Array("k\(i)".utf8), value: Array(json.utf8)) {}
+            }
+            let delivered = await eventually(within: .seconds(60)) { pipeline.snapshot.accepted == up }
+            #expect(delivered, "accepted \(pipeline.snapshot.accepted) of \(up) while the other app's gateway is down")
+            #expect(pipeline.snapshot.consumed == down + up)
+            #expect(pipeline.held == down)  // the app that is down keeps its notifications, none lost, none failed
+            #expect(pipeline.snapshot.errorsByReason.isEmpty)
+            #expect(simulator.recorded.count == up)
+            #expect(Set(simulator.recorded.map(\.token)).count == up)
+            _ = await pipeline.stop()
+            consumer.stop()
+            producer.stop()
+            try await group.waitForAll()
+        }
+        await simulator.stop()
+    }
+}
