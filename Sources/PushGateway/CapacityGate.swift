@@ -28,7 +28,9 @@ final class CapacityGate: Sendable {
         }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let ready = state.withLock { s -> Bool in
+                let ready = state.withLock { s -> Bool? in
+                    // Cancelled before it was queued: the cancellation handler found no waiter to resume.
+                    if Task.isCancelled { return nil }
                     if s.waiters.isEmpty && s.available >= count {
                         s.available -= count
                         s.peakHeld = max(s.peakHeld, capacity - s.available)
@@ -37,7 +39,11 @@ final class CapacityGate: Sendable {
                     s.waiters.append((count, continuation, id))
                     return false
                 }
-                if ready { continuation.resume() }
+                switch ready {
+                case true: continuation.resume()
+                case nil: continuation.resume(throwing: CancellationError())
+                default: break
+                }
             }
         } onCancel: {
             let cancelled = state.withLock { s -> CheckedContinuation<Void, any Error>? in

@@ -134,7 +134,9 @@ final class IdleSignal: Sendable {
             await withTaskCancellationHandler {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                     waiters.withLock { $0.append(continuation) }
-                    if condition() { signal() }
+                    // Cancelled before it was queued (the handler's signal found nothing), or the condition came
+                    // true meanwhile: wake it now.
+                    if Task.isCancelled || condition() { signal() }
                 }
             } onCancel: {
                 signal()

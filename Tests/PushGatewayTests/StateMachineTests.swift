@@ -299,6 +299,54 @@ func sendAll(_ m: inout Machine, _ n: Int) -> [UInt32] {
         #expect(gate.waiting == 0)
         #expect(gate.held == 1)
     }
+
+    /// A task cancelled before its waiter is queued: the cancellation handler runs first and finds nothing to
+    /// resume, so the waiter must not be queued at all (it would wait for good).
+    @Test func aWaiterCancelledBeforeItIsQueuedIsNotLost() async throws {
+        let gate = CapacityGate(capacity: 1)
+        try await gate.acquire(1)
+        let outcome = await withTaskGroup(of: String.self) { group in
+            group.addTask {
+                withUnsafeCurrentTask { $0?.cancel() }
+                do {
+                    try await gate.acquire(1)
+                    return "acquired"
+                } catch {
+                    return error is CancellationError ? "cancelled" : "\(error)"
+                }
+            }
+            group.addTask {
+                // A bound on a hang, not a synchronisation: the waiter should end at once.
+                try? await Task.sleep(for: .seconds(10))
+                return "still waiting after 10 s"
+            }
+            let first = await group.next()!
+            group.cancelAll()
+            gate.release(1)  // a lost waiter would hang the group: let it through so the test fails instead
+            return first
+        }
+        #expect(outcome == "cancelled")
+    }
+
+    @Test func anIdleWaiterCancelledBeforeItIsQueuedIsNotLost() async {
+        let signal = IdleSignal()
+        let outcome = await withTaskGroup(of: String.self) { group in
+            group.addTask {
+                withUnsafeCurrentTask { $0?.cancel() }
+                // The condition never holds; only cancellation can end the wait.
+                await signal.wait { false }
+                return "returned"
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(10))
+                return "still waiting after 10 s"
+            }
+            let first = await group.next()!
+            group.cancelAll()
+            return first
+        }
+        #expect(outcome == "returned")
+    }
 }
 
 @Suite struct SendWindowTests {
