@@ -2,6 +2,7 @@ import DequeModule
 
 /// A held record's reference, carried by its delivery and by its output events: which partition ledger holds it,
 /// in which epoch of that partition, and its place there. Sixteen bytes; no string, no lookup by name.
+@frozen
 public struct LedgerTicket: Hashable, Sendable, CustomStringConvertible {
     /// The partition's slot in the ledger.
     public var slot: UInt32
@@ -11,6 +12,7 @@ public struct LedgerTicket: Hashable, Sendable, CustomStringConvertible {
     /// The record's place in its partition's ledger (0 for the first record of the epoch).
     public var sequence: UInt64
 
+    @inlinable
     public init(slot: UInt32, epoch: UInt32, sequence: UInt64) {
         self.slot = slot
         self.epoch = epoch
@@ -35,31 +37,44 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
     /// Which group (an app's share of the ledger) a record counts in; ``noGroup`` for records not delivered.
     public typealias Group = Int
 
+    @inlinable
     public static var noGroup: Group { 0 }
 
-    private struct Record {
-        var offset: Int64
-        var pendingOutputs: Int32 = 0
-        var outcomeKnown = false
-        var group: Int32
-        var entry: Entry?
+    // Everything is inlinable so that the ledger is specialised for its entry in the module that uses it: generic
+    // code across the module boundary looked up type metadata and copied entries through witnesses on every call.
+    @usableFromInline
+    struct Record: Sendable {
+        @usableFromInline var offset: Int64
+        @usableFromInline var pendingOutputs: Int32 = 0
+        @usableFromInline var outcomeKnown = false
+        @usableFromInline var group: Int32
+        @usableFromInline var entry: Entry?
 
-        var isSettled: Bool { outcomeKnown && pendingOutputs == 0 }
+        @inlinable
+        init(offset: Int64, group: Int32, entry: Entry?) {
+            self.offset = offset
+            self.group = group
+            self.entry = entry
+        }
+
+        @inlinable var isSettled: Bool { outcomeKnown && pendingOutputs == 0 }
     }
 
-    private struct Partition {
-        let topicPartition: TopicPartition
-        var epoch: UInt32 = 0
-        var records = Deque<Record>()
+    @usableFromInline
+    struct Partition: Sendable {
+        @usableFromInline let topicPartition: TopicPartition
+        @usableFromInline var epoch: UInt32 = 0
+        @usableFromInline var records = Deque<Record>()
         /// The sequence of `records.first`.
-        var headSequence: UInt64 = 0
-        var lastOffset: Int64?
+        @usableFromInline var headSequence: UInt64 = 0
+        @usableFromInline var lastOffset: Int64?
         /// One past the settled prefix: what a commit of this epoch would store.
-        var committable: Int64?
-        var dirty = false
+        @usableFromInline var committable: Int64?
+        @usableFromInline var dirty = false
 
-        init(_ topicPartition: TopicPartition) { self.topicPartition = topicPartition }
+        @inlinable init(_ topicPartition: TopicPartition) { self.topicPartition = topicPartition }
 
+        @inlinable
         func index(of ticket: LedgerTicket) -> Int? {
             guard ticket.epoch == epoch, ticket.sequence >= headSequence else { return nil }
             let index = Int(ticket.sequence - headSequence)
@@ -82,20 +97,24 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
         }
     }
 
-    private var partitions: [Partition] = []
-    private var slots: [TopicPartition: Int] = [:]
-    private var groupCounts: [Int]
+    @usableFromInline var partitions: [Partition] = []
+    @usableFromInline var slots: [TopicPartition: Int] = [:]
+    @usableFromInline var groupCounts: [Int]
     /// Records admitted and not yet settled, across partitions.
-    public private(set) var count = 0
+    @inlinable public var count: Int { held }
+    @usableFromInline var held: Int
 
     /// - Parameter groups: how many groups records may count in (besides ``noGroup``).
+    @inlinable
     public init(groups: Int = 0) {
+        held = 0
         groupCounts = Array(repeating: 0, count: groups + 1)
     }
 
     // MARK: Partitions
 
     /// The slot of a partition (created on first use). Look it up once per run of records of one partition.
+    @inlinable
     public mutating func slot(for partition: TopicPartition) -> UInt32 {
         if let slot = slots[partition] { return UInt32(slot) }
         partitions.append(Partition(partition))
@@ -104,12 +123,14 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
     }
 
     /// Partitions were assigned: each starts a new epoch, empty.
+    @inlinable
     public mutating func assign(_ assigned: [TopicPartition]) {
         for partition in assigned { restart(Int(slot(for: partition))) }
     }
 
     /// Partitions were revoked: returns the committable offsets that moved (of every partition, so that the commit
     /// made before the release carries all of them), then ends the revoked partitions' epochs.
+    @inlinable
     public mutating func revoke(_ revoked: [TopicPartition]) -> [(TopicPartition, Int64)] {
         let moved = takeCommittable()
         for partition in revoked {
@@ -119,14 +140,14 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
     }
 
     /// Ends the partition's epoch: its unsettled records stop counting and are forgotten. Returns how many.
-    @discardableResult
-    private mutating func restart(_ slot: Int) -> Int {
+    @inlinable @discardableResult
+    mutating func restart(_ slot: Int) -> Int {
         var forgotten = 0
         for record in partitions[slot].records where !record.isSettled {
             forgotten += 1
             groupCounts[Int(record.group)] -= 1
         }
-        count -= forgotten
+        held -= forgotten
         partitions[slot].epoch &+= 1
         partitions[slot].records.removeAll()
         partitions[slot].headSequence = 0
@@ -143,6 +164,7 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
     /// - Parameters:
     ///   - outcomeKnown: the record is settled by its output events alone (rejected before delivery): `outputs` of
     ///     them are on their way to the broker.
+    @inlinable
     public mutating func admit(
         slot: UInt32, offset: Int64, group: Group, entry: Entry?, outcomeKnown: Bool = false, outputs: Int = 0
     ) -> Admission {
@@ -162,7 +184,7 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
         } else {
             partitions[s].records.append(record)
             if !record.isSettled {
-                count += 1
+                held += 1
                 groupCounts[group] += 1
             }
         }
@@ -174,6 +196,7 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
     /// The record's outcome is known and `outputs` output events about it are on their way to the broker. Returns
     /// its entry (the ledger keeps no copy) and offset, or nil for a ticket of an ended epoch or a record already
     /// resolved.
+    @inlinable
     public mutating func resolve(_ ticket: LedgerTicket, outputs: Int) -> (entry: Entry?, offset: Int64)? {
         guard let (s, i) = locate(ticket), !partitions[s].records[i].outcomeKnown else { return nil }
         let entry = partitions[s].records[i].entry
@@ -187,48 +210,56 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
 
     /// The ticket of the record at `offset` in the partition's current epoch (a binary search: for tools and
     /// tests; the hot path keeps tickets).
+    @inlinable
     public func ticket(slot: UInt32, offset: Int64) -> LedgerTicket? {
-        let p = partitions[Int(slot)]
+        let s = Int(slot)
         var low = 0
-        var high = p.records.count - 1
+        var high = partitions[s].records.count - 1
         while low <= high {
             let mid = (low + high) / 2
-            let value = p.records[mid].offset
-            if value == offset { return LedgerTicket(slot: slot, epoch: p.epoch, sequence: p.headSequence + UInt64(mid)) }
+            let value = partitions[s].records[mid].offset
+            if value == offset {
+                return LedgerTicket(slot: slot, epoch: partitions[s].epoch, sequence: partitions[s].headSequence + UInt64(mid))
+            }
             if value < offset { low = mid + 1 } else { high = mid - 1 }
         }
         return nil
     }
 
     /// The partition a slot stands for.
+    @inlinable
     public func topicPartition(slot: UInt32) -> TopicPartition { partitions[Int(slot)].topicPartition }
 
     /// More output events about a record whose outcome is known are on their way (ignored for an ended epoch).
+    @inlinable
     public mutating func outputsPending(_ ticket: LedgerTicket, _ outputs: Int) {
         guard let (s, i) = locate(ticket), !partitions[s].records[i].isSettled else { return }
         partitions[s].records[i].pendingOutputs += Int32(outputs)
     }
 
     /// The broker acknowledged an output event about the record (ignored for an ended epoch).
+    @inlinable
     public mutating func acknowledged(_ ticket: LedgerTicket) {
         guard let (s, i) = locate(ticket), partitions[s].records[i].pendingOutputs > 0 else { return }
         partitions[s].records[i].pendingOutputs -= 1
         settledIfDone(s, i)
     }
 
-    private func locate(_ ticket: LedgerTicket) -> (Int, Int)? {
+    @inlinable
+    func locate(_ ticket: LedgerTicket) -> (Int, Int)? {
         let s = Int(ticket.slot)
         guard s < partitions.count, let i = partitions[s].index(of: ticket) else { return nil }
         return (s, i)
     }
 
-    private mutating func settledIfDone(_ s: Int, _ i: Int) {
+    @inlinable
+    mutating func settledIfDone(_ s: Int, _ i: Int) {
         guard partitions[s].records[i].isSettled else { return }
-        count -= 1
+        held -= 1
         groupCounts[Int(partitions[s].records[i].group)] -= 1
         guard i == 0 else { return }
-        while let first = partitions[s].records.first, first.isSettled {
-            partitions[s].committable = first.offset + 1
+        while !partitions[s].records.isEmpty, partitions[s].records[0].isSettled {
+            partitions[s].committable = partitions[s].records[0].offset + 1
             partitions[s].records.removeFirst()
             partitions[s].headSequence += 1
             partitions[s].dirty = true
@@ -238,20 +269,24 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
     // MARK: Reading
 
     /// Unsettled records that count in `group`.
+    @inlinable
     public func held(group: Group) -> Int { groupCounts[group] }
 
     /// The committable offset of a partition in its current epoch, if it moved at all.
+    @inlinable
     public func committable(_ partition: TopicPartition) -> Int64? {
         slots[partition].flatMap { partitions[$0].committable }
     }
 
     /// Unsettled records of one partition.
+    @inlinable
     public func unsettled(_ partition: TopicPartition) -> Int {
         guard let slot = slots[partition] else { return 0 }
         return partitions[slot].records.reduce(0) { $0 + ($1.isSettled ? 0 : 1) }
     }
 
     /// The partitions whose committable offset moved since the last call, with that offset; clears the marks.
+    @inlinable
     public mutating func takeCommittable() -> [(TopicPartition, Int64)] {
         var result: [(TopicPartition, Int64)] = []
         for s in partitions.indices where partitions[s].dirty {

@@ -73,6 +73,8 @@ public final class Pipeline: RecordSink {
     private let counts = Mutex(PipelineCounts())
     private let decoders: [EventDecoder]
     private let endpointFormats: [NotificationFormat]
+    /// Per endpoint, what the hot path needs (an `AppEndpoint` copy costs a retain of each of its strings).
+    private let endpointKeys: [AppKey]
     private let maxInFlight: Int
     private let share: Int
     private let logger: Logger
@@ -97,6 +99,7 @@ public final class Pipeline: RecordSink {
         reportTopic = configuration.deliveryReportTopic.map { producer.topic($0) }
         decoders = NotificationFormat.allCases.map { EventDecoder(format: $0) }
         endpointFormats = configuration.endpoints.map(\.format)
+        endpointKeys = configuration.endpoints.map(\.key)
         maxInFlight = delivery.maxInFlight
         share = max(1, delivery.maxInFlight / max(1, configuration.endpoints.count))
         state = Mutex(Ledger(ledger: InFlightLedger(groups: configuration.endpoints.count)))
@@ -129,7 +132,7 @@ public final class Pipeline: RecordSink {
                 r.value.withUnsafeBytes { decoded.add(r.topicPartition, offset: r.offset, timestamp: r.timestamp, value: $0, self) }
             }
             for (index, deliveries) in admit(decoded).enumerated() where !deliveries.isEmpty {
-                try await engine.submit(deliveries, to: configuration.endpoints[index].key)
+                try await engine.submit(deliveries, to: endpointKeys[index])
             }
         }
     }
@@ -158,7 +161,7 @@ public final class Pipeline: RecordSink {
             decoded.add(run!.topicPartition, offset: r.offset, timestamp: r.timestamp, value: r.value, self)
         }
         for (index, deliveries) in admit(decoded).enumerated() where !deliveries.isEmpty {
-            engine.enqueue(deliveries, to: configuration.endpoints[index].key)
+            engine.enqueue(deliveries, to: endpointKeys[index])
         }
     }
 
@@ -176,7 +179,7 @@ public final class Pipeline: RecordSink {
         let engine = self.engine
         return state.withLock { s in
             var pressure = s.ledger.count
-            for (index, endpoint) in configuration.endpoints.enumerated() where engine.isDown(endpoint.key) {
+            for (index, key) in endpointKeys.enumerated() where engine.isDown(key) {
                 pressure -= max(0, s.ledger.held(group: index + 1) - share)
             }
             return s.ledger.count >= 2 * maxInFlight ? max(pressure, maxInFlight) : pressure
@@ -305,7 +308,7 @@ public final class Pipeline: RecordSink {
         var accepted = 0
         var reasons: [DeliveryErrorReason] = []
         for (outcome, ticket, entry, source) in resolved {
-            let endpoint = configuration.endpoints[entry.endpoint]
+            let endpoint = endpointKeys[entry.endpoint]
             switch outcome.result {
             case .accepted:
                 accepted += 1
