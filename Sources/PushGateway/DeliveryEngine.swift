@@ -94,7 +94,7 @@ public final class DeliveryEngine: Sendable {
             }
             let first = await group.next()!
             group.cancelAll()
-            return first
+            return first && gate.held == 0
         }
     }
 

@@ -66,7 +66,7 @@ public final class KafkaConsumer: Sendable {
         self.logger = logger
         rd_kafka_poll_set_consumer(client)
         let list = PartitionList(topics.map { (TopicPartition(topic: $0, partition: -1), 0) })
-        let error = rd_kafka_subscribe(client, list.pointer)
+        let error = withExtendedLifetime(list) { rd_kafka_subscribe(client, list.pointer) }
         guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
             rd_kafka_destroy(client)
             throw KafkaError(error, "cannot subscribe to \(topics)")
@@ -162,7 +162,10 @@ public final class KafkaConsumer: Sendable {
         pausedFlag.store(pause, ordering: .relaxed)
         guard !partitions.isEmpty else { return }
         let list = PartitionList(partitions.map { ($0, Int64(RD_KAFKA_OFFSET_INVALID)) })
-        if pause { rd_kafka_pause_partitions(client, list.pointer) } else { rd_kafka_resume_partitions(client, list.pointer) }
+        // The list must outlive the call: a class whose last use is reading `pointer` may be freed before the call.
+        _ = withExtendedLifetime(list) {
+            if pause { rd_kafka_pause_partitions(client, list.pointer) } else { rd_kafka_resume_partitions(client, list.pointer) }
+        }
         logger.debug(pause ? "paused fetching: the pipeline is full" : "resumed fetching", metadata: ["partitions": "\(partitions)"])
     }
 
@@ -175,8 +178,8 @@ public final class KafkaConsumer: Sendable {
         let deadline = ContinuousClock.now.advanced(by: limit)
         while true {
             let offsets = context.unconfirmed
-            let error = offsets.isEmpty
-                ? rd_kafka_commit(client, nil, 0) : rd_kafka_commit(client, PartitionList(offsets.map { ($0.key, $0.value) }).pointer, 0)
+            let list = offsets.isEmpty ? nil : PartitionList(offsets.map { ($0.key, $0.value) })
+            let error = withExtendedLifetime(list) { rd_kafka_commit(client, list?.pointer, 0) }
             if error == RD_KAFKA_RESP_ERR_NO_ERROR || error == RD_KAFKA_RESP_ERR__NO_OFFSET { return }
             guard KafkaConsumer.isGenerationError(error), ContinuousClock.now < deadline else {
                 logger.warning("final commit failed", metadata: ["error": "\(String(cString: rd_kafka_err2str(error)))"])
@@ -204,7 +207,7 @@ public final class KafkaConsumer: Sendable {
         guard !moved.isEmpty else { return }
         context.stored(moved)
         let list = PartitionList(moved)
-        let error = rd_kafka_offsets_store(client, list.pointer)
+        let error = withExtendedLifetime(list) { rd_kafka_offsets_store(client, list.pointer) }
         if error != RD_KAFKA_RESP_ERR_NO_ERROR {
             // A partition revoked meanwhile cannot be stored: its records are redelivered to its next owner.
             logger.debug("offset store", metadata: ["error": "\(String(cString: rd_kafka_err2str(error)))"])
@@ -223,7 +226,7 @@ public final class KafkaConsumer: Sendable {
     /// The committed offsets of the group for `partitions` (asks the broker).
     public func committed(_ partitions: [TopicPartition], timeoutMilliseconds: Int32 = 10_000) throws(KafkaError) -> [TopicPartition: Int64] {
         let list = PartitionList(partitions.map { ($0, Int64(RD_KAFKA_OFFSET_INVALID)) })
-        let error = rd_kafka_committed(client, list.pointer, timeoutMilliseconds)
+        let error = withExtendedLifetime(list) { rd_kafka_committed(client, list.pointer, timeoutMilliseconds) }
         guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, "cannot read committed offsets") }
         return Dictionary(uniqueKeysWithValues: list.pointer.pointee.entries)
     }
@@ -322,7 +325,7 @@ private func rebalanceCallback(
         if !settled.isEmpty {
             context.stored(settled)
             let store = PartitionList(settled)
-            rd_kafka_offsets_store(client, store.pointer)
+            _ = withExtendedLifetime(store) { rd_kafka_offsets_store(client, store.pointer) }
         }
         let commit = rd_kafka_commit(client, nil, 0)
         context.revokeCommitted(

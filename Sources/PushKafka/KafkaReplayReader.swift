@@ -62,6 +62,7 @@ public final class KafkaReplayReader: Sendable {
             self.ranges = ranges
             let assignment = PartitionList(ranges.filter { !$0.value.isEmpty }.map { (TopicPartition(topic: topic, partition: $0.key), $0.value.lowerBound) })
             let error = rd_kafka_assign(client, assignment.pointer)
+            withExtendedLifetime(assignment) {}  // the list must outlive the call
             guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, "cannot assign the replay range") }
         } catch {
             rd_kafka_destroy(client)
@@ -138,7 +139,7 @@ extension KafkaAdmin {
         let client = try groupClient(bootstrapServers, group)
         defer { closeGroupClient(client) }
         let list = PartitionList(offsets.map { ($0.key, $0.value) })
-        let error = rd_kafka_commit(client, list.pointer, 0)
+        let error = withExtendedLifetime(list) { rd_kafka_commit(client, list.pointer, 0) }
         guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, "cannot reset the offsets of group \(group)") }
     }
 }
@@ -151,7 +152,7 @@ extension KafkaAdmin {
         let client = try groupClient(bootstrapServers, group)
         defer { closeGroupClient(client) }
         let list = PartitionList(partitions.map { ($0, Int64(RD_KAFKA_OFFSET_INVALID)) })
-        let error = rd_kafka_committed(client, list.pointer, timeoutMilliseconds)
+        let error = withExtendedLifetime(list) { rd_kafka_committed(client, list.pointer, timeoutMilliseconds) }
         guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, "cannot read the committed offsets of \(group)") }
         return Dictionary(uniqueKeysWithValues: list.pointer.pointee.entries)
     }

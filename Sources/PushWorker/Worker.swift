@@ -9,22 +9,23 @@ import ServiceLifecycle
 import UnixSignals
 import Synchronization
 
-/// `pushworker run`: the worker as a ServiceLifecycle `Service`.
+/// `pushworker run`: the worker's consumer, pipeline, producer, feedback poller and HTTP endpoints, run as the
+/// ServiceLifecycle services of ``services`` in one `ServiceGroup`.
 ///
 /// Graceful shutdown (SIGTERM/SIGINT through the `ServiceGroup`, SPEC section 4): fetching stops, in-flight
 /// notifications get their outcomes within `shutdownDeadline`, pending output events are produced and
 /// acknowledged, offsets are committed, connections close. What has no outcome by the deadline stays
-/// uncommitted and is delivered again after a restart.
-public final class Worker: Service, Sendable {
+/// uncommitted and is delivered again after a restart. A second signal cancels the group.
+public final class Worker: Sendable {
     public let configuration: WorkerConfiguration
     public let shutdownDeadline: Duration
-    private let consumer: KafkaConsumer
-    private let producer: KafkaProducer
-    private let pipeline: Pipeline
-    private let feedback: FeedbackPoller
-    private let logger: Logger
+    let consumer: KafkaConsumer
+    let producer: KafkaProducer
+    let pipeline: Pipeline
+    let feedback: FeedbackPoller
+    let logger: Logger
     private let registry: PrometheusCollectorRegistry?
-    private let http: HTTPEndpoints
+    let http: HTTPEndpoints
 
     /// - Parameter registry: the Prometheus registry the process's metrics go to (`MetricsSystem` bootstrapped with
     ///   it), served on `/metrics`.
@@ -77,52 +78,30 @@ public final class Worker: Service, Sendable {
 
     public var counts: PipelineCounts { pipeline.snapshot }
 
+    /// Runs the services in a group of their own, without signal handling (`pushworker run` adds the signals).
     public func run() async throws {
+        logStart()
+        try await ServiceGroup(configuration: ServiceGroupConfiguration(services: services, logger: logger)).run()
+        logStop()
+    }
+
+    public func logStart() {
         logger.info("worker starting", metadata: [
             "brokers": "\(configuration.kafka.brokers)", "group": "\(configuration.kafka.groupID)",
             "topics": "\(configuration.kafka.inputTopics)", "apps": "\(configuration.apps.map { "\($0.bundleID)/\($0.environment.rawValue)" })",
         ])
-        let (host, port) = WorkerConfiguration.split(configuration.httpListen)
-        let bound = try await http.start(host: host, port: port)
-        logger.info("http endpoints", metadata: ["listen": "\(host):\(bound)"])
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { [producer] in await producer.run(flushTimeout: .seconds(10)) }
-            pipeline.start()
-            group.addTask { [consumer] in await consumer.run() }
-            // Wait for the signal (or cancellation), then shut down in order.
-            await withTaskGroup(of: Void.self) { polling in
-                polling.addTask { [feedback] in await feedback.run() }
-                try? await gracefulShutdown()
-                polling.cancelAll()  // a poll in progress ends; its spool file stays for the next start
-            }
-            // A second SIGTERM/SIGINT during the shutdown cuts its waits short.
-            await withTaskGroup(of: Bool.self) { shutdown in
-                shutdown.addTask { [self] in
-                    await shutDown()
-                    return true
-                }
-                shutdown.addTask {
-                    for await _ in await UnixSignalsSequence(trapping: .sigterm, .sigint) { return false }
-                    return false
-                }
-                if await shutdown.next() == false {
-                    logger.warning("second signal: stopping now; what has no outcome stays uncommitted")
-                    shutdown.cancelAll()
-                    _ = await shutdown.next()
-                } else {
-                    shutdown.cancelAll()
-                }
-            }
-            try await group.waitForAll()
-        }
-        await http.stop()
+    }
+
+    public func logStop() {
         let c = pipeline.snapshot
         logger.info("worker stopped", metadata: [
             "consumed": "\(c.consumed)", "accepted": "\(c.accepted)", "errors": "\(c.errorsByReason.values.reduce(0, +))",
         ])
     }
 
-    private func shutDown() async {
+    /// The pipeline's part of the graceful shutdown: fetching stops, what is in flight gets its outcome within the
+    /// deadline and its output events are acknowledged, then the engine stops (the consumer commits after).
+    func shutDown() async {
         logger.info("shutting down: fetching stopped, finishing what is in flight", metadata: ["deadline": "\(shutdownDeadline)"])
         consumer.suspendFetching()
         let deadline = ContinuousClock.now.advanced(by: shutdownDeadline)
@@ -132,8 +111,6 @@ public final class Worker: Service, Sendable {
             try? await Task.sleep(for: .milliseconds(10))
         }
         let unsettled = await pipeline.stop()
-        consumer.stop()  // stores the settled offsets, commits them synchronously, leaves the group
-        producer.stop()
         if !drained || unsettled > 0 {
             logger.warning("deadline reached: notifications without an outcome stay uncommitted", metadata: ["unsettled": "\(unsettled)"])
         }

@@ -40,17 +40,21 @@ struct RunCommand: AsyncParsableCommand {
         } catch {
             throw CLIError.usage("configuration error: \(error)")
         }
-        // SIGTERM/SIGINT shut down gracefully (a second one cuts the worker's waits short, see Worker); past the
-        // deadline the group is cancelled. Either way only settled offsets are committed.
+        // SIGTERM/SIGINT shut down gracefully, a second one cancels the group (Worker.services); past the deadline
+        // the group is cancelled too. Either way only settled offsets are committed.
         var groupConfiguration = ServiceGroupConfiguration(
-            services: [.init(service: worker, successTerminationBehavior: .gracefullyShutdownGroup)],
-            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            services: worker.services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         groupConfiguration.maximumGracefulShutdownDuration = .seconds(shutdownDeadline + 10)
         let group = ServiceGroup(configuration: groupConfiguration)
+        worker.logStart()
         do {
             try await group.run()
+        } catch is CancellationError {
+            // the second signal or the deadline: settled offsets were committed, the rest is delivered again
+        } catch is SecondSignalReceived {
         } catch {
             throw CLIError.failure("worker failed: \(error)")
         }
+        worker.logStop()
     }
 }

@@ -37,12 +37,13 @@ def wait_ready(worker, timeout=60):
 
 
 def wait_outcomes(worker, total, timeout):
-    """Polls the worker's own counters until every event has an outcome; returns (cpu, peak RSS) at that moment."""
+    """Polls the worker's own counters until every event has an outcome; returns (cpu, peak RSS, CPU by thread
+    kind) at that moment."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if worker.outcomes() >= total:
             cpu, peak, _ = worker.proc()
-            return cpu, peak
+            return cpu, peak, worker.thread_cpu()
         if worker.process.poll() is not None:
             raise RuntimeError("the worker exited")
         time.sleep(0.25)
@@ -58,7 +59,8 @@ def kcat_ceiling(servers, total):
     count = int(kcat.stdout.strip())
     if count != total:
         raise RuntimeError(f"kcat read {count} of {total}")
-    return total / elapsed, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return total / elapsed, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
 
 
 def main():
@@ -99,9 +101,14 @@ def main():
             producer.backlog(total, args.payload)
             results["produce_per_s"] = round(total / (time.monotonic() - began))
             print(f"produced {total} events ({args.payload}-byte payloads) at {results['produce_per_s']}/s", flush=True)
-            ceiling, kcat_rss = kcat_ceiling(servers, total)
+            children_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+            children_cpu = children_cpu.ru_utime + children_cpu.ru_stime
+            ceiling, kcat_rss, kcat_cpu = kcat_ceiling(servers, total)
+            kcat_cpu -= children_cpu  # the shell and kcat only (wc is negligible)
             results["kcat_per_s"], results["kcat_peak_rss_mb"] = round(ceiling), round(kcat_rss / 2**20)
-            print(f"kcat ceiling: {ceiling:,.0f} records/s (peak RSS {kcat_rss / 2**20:.0f} MiB)", flush=True)
+            results["kcat_cpu_s_per_million"] = round(kcat_cpu / total * 1e6, 2)
+            print(f"kcat ceiling: {ceiling:,.0f} records/s (peak RSS {kcat_rss / 2**20:.0f} MiB, "
+                  f"{results['kcat_cpu_s_per_million']} CPU s per million)", flush=True)
         else:
             total = int(args.rate * args.seconds)
 
@@ -129,7 +136,7 @@ def main():
             producer.at_rate(args.rate, args.seconds, args.payload)
             print(f"offered {total} events at {args.rate}/s for {args.seconds:.0f} s "
                   f"(took {time.time() - began:.1f} s)", flush=True)
-        cpu, peak = wait_outcomes(worker, total, timeout=max(600, args.seconds * 2))
+        cpu, peak, by_thread = wait_outcomes(worker, total, timeout=max(600, args.seconds * 2))
         poller.stopped.set()
         worker_started = worker.started
         status = worker.terminate()
@@ -150,6 +157,8 @@ def main():
             "worker_peak_rss_mb": round(peak / 2**20, 1),
             "worker_cpu_s": round(cpu, 2),
             "worker_cpu_s_per_million": round(cpu / total * 1e6, 2),
+            # librdkafka's threads (fetching, parsing the broker's answers) apart from the worker's own.
+            "worker_cpu_s_per_million_by_thread": {k: round(v / total * 1e6, 2) for k, v in by_thread.items()},
             "worker_idle_cpu_per_s": round(idle_cpu_per_s, 3) if idle_cpu_per_s is not None else None,
             "rss_series_mb": [(round(t), round(rss / 2**20, 1)) for t, rss in poller.samples],
             "worker_exit": status,
@@ -167,8 +176,10 @@ def main():
         lat = results["latency_ms"]
         print(f"latency, record timestamp to simulator receipt: p50 {lat['p50']} ms, p99 {lat['p99']} ms, "
               f"p99.9 {lat['p999']} ms, max {lat['max']} ms")
+        split = results["worker_cpu_s_per_million_by_thread"]
         print(f"worker: peak RSS {results['worker_peak_rss_mb']} MiB, CPU {cpu:.1f} s = "
-              f"{results['worker_cpu_s_per_million']} s per million notifications")
+              f"{results['worker_cpu_s_per_million']} s per million notifications "
+              f"(librdkafka's threads {split['librdkafka']}, the worker's own {split['worker']})")
         if results["rss_series_mb"]:
             print("worker RSS every 10 s (MiB): " + " ".join(str(mb) for _, mb in results["rss_series_mb"]))
             settled = [mb for t, mb in results["rss_series_mb"] if t > 60]

@@ -242,6 +242,22 @@ class Worker:
                 status[key] = value.strip()
         return cpu, int(status["VmHWM"].split()[0]) * 1024, int(status["VmRSS"].split()[0]) * 1024
 
+    def thread_cpu(self):
+        """CPU seconds so far by thread kind: librdkafka's own threads ("rdk:...") and the rest (the worker's)."""
+        split = {"librdkafka": 0.0, "worker": 0.0}
+        task_dir = f"/proc/{self.process.pid}/task"
+        for tid in os.listdir(task_dir):
+            try:
+                with open(f"{task_dir}/{tid}/stat") as f:
+                    head, _, rest = f.read().rpartition(")")
+                name = head.partition("(")[2]
+                fields = rest.split()
+            except OSError:
+                continue
+            cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+            split["librdkafka" if name.startswith("rdk:") else "worker"] += cpu
+        return split
+
     def metrics(self):
         """The worker's /metrics as {name{labels}: value}; empty while it is not listening."""
         try:

@@ -1,0 +1,118 @@
+import Logging
+import PushKafka
+import ServiceLifecycle
+import UnixSignals
+
+/// The worker's pieces as ServiceLifecycle services, in the order a `ServiceGroup` starts them; graceful shutdown
+/// runs through them in reverse: the feedback poller stops, the pipeline finishes what is in flight (fetching
+/// paused), the consumer commits the settled offsets and leaves the group, the HTTP endpoints close, the producer
+/// flushes, and the signal escalation ends last.
+extension Worker {
+    public var services: [ServiceGroupConfiguration.ServiceConfiguration] {
+        [
+            .init(service: SecondSignal(logger: logger), successTerminationBehavior: .ignore, failureTerminationBehavior: .cancelGroup),
+            .init(service: ProducerService(producer: producer), successTerminationBehavior: .gracefullyShutdownGroup),
+            .init(service: HTTPService(endpoints: http, listen: configuration.httpListen, logger: logger), successTerminationBehavior: .gracefullyShutdownGroup),
+            .init(service: ConsumerService(consumer: consumer), successTerminationBehavior: .gracefullyShutdownGroup),
+            .init(service: PipelineService(worker: self), successTerminationBehavior: .gracefullyShutdownGroup),
+            .init(service: FeedbackService(poller: feedback), successTerminationBehavior: .ignore),
+        ]
+    }
+}
+
+/// SIGTERM or SIGINT starts the group's graceful shutdown; a second one cancels the group (every wait is cut
+/// short; only settled offsets are committed, so at-least-once holds).
+struct SecondSignal: Service {
+    let logger: Logger
+
+    func run() async throws {
+        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                var seen = 0
+                for await _ in signals {
+                    seen += 1
+                    if seen >= 2 {
+                        logger.warning("second signal: stopping now; what has no outcome stays uncommitted")
+                        throw SecondSignalReceived()
+                    }
+                }
+            }
+            group.addTask {
+                // This service's own turn in the graceful shutdown comes last: then it is no longer needed.
+                try await gracefulShutdown()
+            }
+            try await group.next()
+            group.cancelAll()
+        }
+    }
+}
+
+/// What the group throws when a second SIGTERM or SIGINT cancelled it.
+public struct SecondSignalReceived: Error, CustomStringConvertible {
+    public var description: String { "a second signal during shutdown" }
+}
+
+/// The producer's thread, until graceful shutdown (then it flushes what is queued) or cancellation.
+struct ProducerService: Service {
+    let producer: KafkaProducer
+
+    func run() async throws {
+        await withGracefulShutdownHandler {
+            await producer.run(flushTimeout: .seconds(10))
+        } onGracefulShutdown: {
+            producer.stop()
+        }
+    }
+}
+
+/// The consumer's poll thread, until graceful shutdown or cancellation; then it stores and commits the settled
+/// offsets and leaves the group.
+struct ConsumerService: Service {
+    let consumer: KafkaConsumer
+
+    func run() async throws {
+        await withGracefulShutdownHandler {
+            await consumer.run()
+        } onGracefulShutdown: {
+            consumer.stop()
+        }
+    }
+}
+
+/// `/metrics`, `/healthz`, `/readyz`, listening until graceful shutdown.
+struct HTTPService: Service {
+    let endpoints: HTTPEndpoints
+    let listen: String
+    let logger: Logger
+
+    func run() async throws {
+        let (host, port) = WorkerConfiguration.split(listen)
+        let bound = try await endpoints.start(host: host, port: port)
+        logger.info("http endpoints", metadata: ["listen": "\(host):\(bound)"])
+        try? await gracefulShutdown()
+        await endpoints.stop()
+    }
+}
+
+/// The feedback poller, cancelled at graceful shutdown (a poll in progress ends; its spool file stays for the next
+/// start).
+struct FeedbackService: Service {
+    let poller: FeedbackPoller
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown { await poller.run() }
+    }
+}
+
+/// The delivery engine's connections, until graceful shutdown: then fetching pauses, what is in flight gets its
+/// outcome within the deadline, its output events are acknowledged, and the engine stops.
+struct PipelineService: Service {
+    let worker: Worker
+
+    func run() async throws {
+        worker.pipeline.start()
+        try? await gracefulShutdown()
+        await worker.shutDown()
+    }
+}
