@@ -77,6 +77,42 @@ func drive(_ consumer: KafkaConsumer, _ received: Received) async {
         }
     }
 
+    /// A rollout: every member stops at the same moment, with only the final commits to save what they settled
+    /// (auto-commit is slow here). The first to leave starts a rebalance, and the others' final commits are
+    /// refused for their old generation unless they commit again in the new one (on noida-db, 2 of 425 records
+    /// were left uncommitted before).
+    @Test func membersStoppingTogetherKeepTheirFinalCommits() async throws {
+        let broker = try Broker()
+        defer { broker.stop() }
+        try KafkaAdmin.createTopics(bootstrapServers: broker.bootstrapServers, [("rollout", 3)])
+        let received = Received()
+        let members = try (0..<3).map { _ in
+            try KafkaConsumer(
+                properties: [
+                    "bootstrap.servers": broker.bootstrapServers, "group.id": "rollout", "session.timeout.ms": "6000",
+                    "heartbeat.interval.ms": "500", "auto.commit.interval.ms": "600000", "log_level": "3",
+                    "receive.message.max.bytes": "1000000000",
+                ],
+                topics: ["rollout"], maxOutstanding: 100_000)
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for m in members {
+                group.addTask { await m.run() }
+                group.addTask { await drive(m, received) }
+            }
+            let split = await eventually { members.allSatisfy { $0.assignment.count == 1 } }
+            #expect(split, "assignments: \(members.map(\.assignment))")
+            try await produce(broker.bootstrapServers, topic: "rollout", (0..<425).map { "r\($0)" })
+            #expect(await eventually { received.unique == 425 })
+            for m in members { m.stop() }
+            try await group.waitForAll()
+        }
+        let partitions = (0..<3).map { TopicPartition(topic: "rollout", partition: Int32($0)) }
+        let committed = try KafkaAdmin.committedOffsets(bootstrapServers: broker.bootstrapServers, group: "rollout", partitions)
+        let total = committed.values.reduce(0) { $0 + max(0, $1) }
+        #expect(total == 425, "committed \(committed)")
+    }
+
     @Test func twoHundredThousandRecordsThroughProducerAndConsumer() async throws {
         let broker = try Broker()
         defer { broker.stop() }

@@ -83,6 +83,30 @@ import Testing
         #expect(w.string == #"{"a":1,"o":{"b":true,"n":null},"c":"x"}"#)
     }
 
+    @Test func jsonWriterWritesEveryIntegerAsSwiftDoes() {
+        var values: [Int64] = [0, 1, -1, 9, 10, -10, 99, 100, Int64.max, Int64.min, Int64.max - 1, Int64.min + 1]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<2000 { values.append(Int64.random(in: .min ... .max, using: &generator)) }
+        for power in 0..<19 { values.append(contentsOf: [Int64(pow10(power)), Int64(pow10(power)) - 1, -Int64(pow10(power))]) }
+        for n in values {
+            var w = JSONWriter()
+            w.value(n)
+            #expect(w.string == String(n))
+        }
+    }
+
+    @Test func jsonWriterEscapesEveryControlCharacter() {
+        for b in UInt8(0)..<0x20 {
+            let expected: String = switch b {
+            case 0x0A: #""\n""#
+            case 0x0D: #""\r""#
+            case 0x09: #""\t""#
+            default: "\"\\u00" + String(b >> 4, radix: 16) + String(b & 0xF, radix: 16) + "\""
+            }
+            #expect(JSONWriter.quoted(String(UnicodeScalar(b))) == expected)
+        }
+    }
+
     @Test func jsonValueParsing() throws {
         let v = try JSONValue(parsing: #" {"a": [1, -2.5e1, "x", null, true, {}], "b": {"c": false}} "#)
         #expect(v["a"] == .array([.number(1), .number(-25), .string("x"), .null, .bool(true), .object([])]))
@@ -92,3 +116,5 @@ import Testing
         #expect(throws: JSONSyntaxError.self) { try JSONValue(parsing: String(repeating: "[", count: 100) + String(repeating: "]", count: 100)) }
     }
 }
+
+private func pow10(_ n: Int) -> UInt64 { (0..<n).reduce(1) { acc, _ in acc * 10 } }
