@@ -1,0 +1,63 @@
+"""Memory per held notification: (RSS holding N notifications - RSS holding n) / (N - n), on librdkafka's mock
+cluster (scripts/bench-e2e's MockBroker). The simulator never answers and the acceptance window is longer than the
+run, so every notification the worker writes stays held (in the ledger and the engine) until the measurement.
+
+  python3 scripts/e2e/held_memory.py --binary .build-release/.../pushworker [--large 300000] [--small 10000]
+"""
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+
+import harness as h
+
+
+def held_rss(binary, count, payload):
+    workdir = tempfile.mkdtemp(prefix="held-")
+    broker = h.MockBroker(os.path.join(os.path.dirname(binary), "kafka-test-helper"))
+    simulator = worker = None
+    try:
+        servers = broker.start()
+        simulator = h.Simulator(binary, workdir)
+        http_port = h.free_port()
+        config = h.worker_config(workdir, servers, simulator.gateway, simulator.feedback, http_port,
+                                 max_in_flight=count + 1000, acceptance_ms=600_000)
+        worker = h.Worker(binary, config, workdir, http_port)
+        time.sleep(3)  # joined the group (the worker offers no event for it to the harness)
+        producer = h.EventProducer(servers)
+        # At a rate the worker keeps up with: the mock cluster keeps only ~5 MB per partition.
+        producer.at_rate(50_000, count / 50_000, payload)
+        deadline = time.time() + 120
+        while time.time() < deadline and worker.writes() < count:
+            time.sleep(0.5)
+        written = worker.writes()
+        time.sleep(2)
+        _, _, rss = worker.proc()
+        return written, rss
+    finally:
+        if worker:
+            worker.kill()
+        if simulator:
+            simulator.stop()
+        broker.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--binary", required=True)
+    parser.add_argument("--large", type=int, default=300_000)
+    parser.add_argument("--small", type=int, default=10_000)
+    parser.add_argument("--payload", type=int, default=300)
+    args = parser.parse_args()
+    small_written, small_rss = held_rss(args.binary, args.small, args.payload)
+    large_written, large_rss = held_rss(args.binary, args.large, args.payload)
+    per = (large_rss - small_rss) / max(1, large_written - small_written)
+    print(f"held {small_written}: RSS {small_rss / 2**20:.1f} MiB; held {large_written}: RSS {large_rss / 2**20:.1f} MiB; "
+          f"{per:.0f} bytes per held notification")
+
+
+if __name__ == "__main__":
+    main()
