@@ -71,7 +71,10 @@ public final class Pipeline: RecordSink {
     private let engineBox = Mutex<DeliveryEngine?>(nil)
     private let state: Mutex<Ledger>
     private let counts = Mutex(PipelineCounts())
-    private let decoders: [EventDecoder]
+    /// Validates against the frame format's limits, before the app is known.
+    private let frameDecoder = EventDecoder(format: .frame)
+    /// Per endpoint, the decoder of its format when that is not the frame format (its own limits apply).
+    private let legacyDecoders: [EventDecoder?]
     private let endpointFormats: [NotificationFormat]
     /// Per endpoint, what the hot path needs (an `AppEndpoint` copy costs a retain of each of its strings).
     private let endpointKeys: [AppKey]
@@ -97,7 +100,7 @@ public final class Pipeline: RecordSink {
         self.wallClock = wallClockMilliseconds
         errorTopic = producer.topic(configuration.deliveryErrorTopic)
         reportTopic = configuration.deliveryReportTopic.map { producer.topic($0) }
-        decoders = NotificationFormat.allCases.map { EventDecoder(format: $0) }
+        legacyDecoders = configuration.endpoints.map { $0.format == .frame ? nil : EventDecoder(format: $0.format) }
         endpointFormats = configuration.endpoints.map(\.format)
         endpointKeys = configuration.endpoints.map(\.key)
         maxInFlight = delivery.maxInFlight
@@ -211,7 +214,7 @@ public final class Pipeline: RecordSink {
     /// Decodes and validates one record and encodes its notification; `source` is asked for only for an error event.
     private func decode(_ value: UnsafeRawBufferPointer, timestamp: Int64, now: Int64, source: () -> RecordSource) -> Decoded {
         // Validation against the frame limit first; the app's own format limit is applied once the app is known.
-        switch decoders[0].decode(value) {
+        switch frameDecoder.decode(value) {
         case .failure(let rejection):
             return .reject(DeliveryErrorEvent(rejected: rejection, rawMessage: Array(value), source: source(), occurredAt: now))
         case .success(var event):
@@ -221,9 +224,8 @@ public final class Pipeline: RecordSink {
                     failed: event, reason: .unknownApp, status: nil, detail: "no configuration for app \(event.app)\(env)",
                     attempts: 0, source: source(), occurredAt: now))
             }
-            let format = endpointFormats[index]
-            if format != .frame {
-                switch decoders[NotificationFormat.allCases.firstIndex(of: format)!].decode(value) {
+            if let legacy = legacyDecoders[index] {
+                switch legacy.decode(value) {
                 case .failure(let rejection):
                     return .reject(DeliveryErrorEvent(rejected: rejection, rawMessage: Array(value), source: source(), occurredAt: now))
                 case .success(let legacy): event = legacy
@@ -233,7 +235,7 @@ public final class Pipeline: RecordSink {
             let notification = event.notification(identifier: 0, recordTimestamp: recordSeconds, defaultTTL: configuration.defaultTTLSeconds)
             return .deliver(
                 HeldEvent(id: event.id, endpoint: index, token: event.token, timestamp: timestamp),
-                Delivery(ticket: DeliveryTicket(0), notification: notification, format: format))
+                Delivery(ticket: DeliveryTicket(0), notification: notification, format: endpointFormats[index]))
         }
     }
 
@@ -266,13 +268,7 @@ public final class Pipeline: RecordSink {
         }
         producer.produce(errors)
         let submitted = byEndpoint.reduce(0) { $0 + $1.count }
-        counts.withLock { c in
-            c.consumed += batch.records.count
-            c.submitted += submitted
-            for reason in reasons { c.errorsByReason[reason, default: 0] += 1 }
-        }
-        consumedCounter.increment(by: Int64(batch.records.count))
-        for reason in reasons { errorCounters[reason]?.increment() }
+        record(consumed: batch.records.count, submitted: submitted, errors: reasons)
         return byEndpoint
     }
 
@@ -330,12 +326,20 @@ public final class Pipeline: RecordSink {
             }
         }
         producer.produce(messages)
+        record(accepted: accepted, errors: reasons)
+    }
+
+    /// Adds a batch's figures to the counts (one lock) and the metrics.
+    private func record(consumed: Int = 0, submitted: Int = 0, accepted: Int = 0, errors: [DeliveryErrorReason]) {
         counts.withLock { c in
+            c.consumed += consumed
+            c.submitted += submitted
             c.accepted += accepted
-            for reason in reasons { c.errorsByReason[reason, default: 0] += 1 }
+            for reason in errors { c.errorsByReason[reason, default: 0] += 1 }
         }
+        if consumed > 0 { consumedCounter.increment(by: Int64(consumed)) }
         if accepted > 0 { acceptedCounter.increment(by: Int64(accepted)) }
-        for reason in reasons { errorCounters[reason]?.increment() }
+        for reason in errors { errorCounters[reason]?.increment() }
     }
 
     /// The broker acknowledged output events (the producer thread, one batch per poll).
