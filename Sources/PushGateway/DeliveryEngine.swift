@@ -74,7 +74,7 @@ public final class DeliveryEngine: Sendable {
             let chunk = rest.prefix(max(1, min(rest.count, gate.capacity / 4)))
             try await gate.acquire(chunk.count)
             inFlight.record(gate.held)
-            pool.submit(Array(chunk))
+            pool.submit(chunk)
             rest = rest.dropFirst(chunk.count)
         }
     }

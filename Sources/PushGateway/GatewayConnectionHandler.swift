@@ -39,6 +39,35 @@ enum ConnectionEnd: Sendable, Equatable {
     }
 }
 
+/// What a gateway connection reports to, and takes its work from: its ``ConnectionPool`` (tests put a recorder in
+/// its place).
+protocol GatewayConnectionOwner: AnyObject, Sendable {
+    var configuration: DeliveryConfiguration { get }
+    /// The TLS handshake finished: `handler` is ready for work.
+    func connectionReady(slot: Int, handler: NIOLoopBound<GatewayConnectionHandler>)
+    /// Up to `max` deliveries to send, within the send window beside the `held` unaccepted ones the connection has;
+    /// when there are none, the connection is woken (``GatewayConnectionHandler/pump()``) once there are.
+    func take(max: Int, slot: Int, held: Int) -> [Delivery]
+    /// `count` notifications were written.
+    func wrote(_ count: Int)
+    /// Terminal outcomes.
+    func report(_ outcomes: [DeliveryOutcome])
+    /// An error response settled what was in flight; `accepted` were accepted on the connection in its life.
+    func errorResponse(
+        _ response: ErrorResponse, settlement: ConnectionStateMachine<ContinuousClock.Instant>.Settlement,
+        acceptedOnConnection accepted: Int)
+    /// Whether a connection ending now, after `accepted` were accepted on it, is the send window's doing.
+    func windowBlamed(acceptedOnConnection accepted: Int) -> Bool
+    /// `count` notifications passed the acceptance window on a connection that held `held`.
+    func windowAccepted(_ count: Int, held: Int)
+    /// A ready connection is still healthy at `now`.
+    func stillHealthy(at now: ContinuousClock.Instant)
+    /// The connection ended; `settlement` is what was still in flight.
+    func connectionEnded(
+        slot: Int, reason: ConnectionEnd, settlement: ConnectionStateMachine<ContinuousClock.Instant>.Settlement,
+        accepted: Int)
+}
+
 /// One gateway connection: a thin shell over ``ConnectionStateMachine`` that writes what the pool hands it, in
 /// batches of frames per flush and only while the channel is writable, reads error responses, and ticks the
 /// acceptance window.
@@ -51,9 +80,9 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
     /// waiting) before the next turn writes more.
     static let batchesPerTurn = 8
 
-    private let pool: ConnectionPool
+    private let pool: any GatewayConnectionOwner
     private let slot: Int
-    private let clock = ContinuousClock()
+    private let now: @Sendable () -> ContinuousClock.Instant
     private var machine: ConnectionStateMachine<ContinuousClock.Instant>
     private var context: ChannelHandlerContext?
     private var ready = false
@@ -64,12 +93,14 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
     private var timer: RepeatedTask?
     private var pumpScheduled = false
 
-    init(pool: ConnectionPool, slot: Int) {
-        self.pool = pool
+    /// `now` reads the clock (tests move it by hand).
+    init(owner: any GatewayConnectionOwner, slot: Int, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+        self.pool = owner
         self.slot = slot
+        self.now = now
         self.machine = ConnectionStateMachine(
-            acceptanceWindow: pool.configuration.acceptanceWindow, maxAttempts: pool.configuration.maxAttempts)
-        self.lastActivity = clock.now
+            acceptanceWindow: owner.configuration.acceptanceWindow, maxAttempts: owner.configuration.maxAttempts)
+        self.lastActivity = now()
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -92,7 +123,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case TLSUserEvent.handshakeCompleted = event {
             ready = true
-            lastActivity = clock.now
+            lastActivity = now()
             let window = pool.configuration.acceptanceWindow
             let tick = TimeAmount.nanoseconds(Int64(max(5_000_000, min(100_000_000, window.nanoseconds / 8))))
             let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
@@ -108,13 +139,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
         guard machine.isOpen else { return }
         end = .errorResponse(response.status)
         let settlement = machine.receive(response)
-        if let unmatched = settlement.unmatchedIdentifier {
-            pool.unmatchedErrorResponse(status: response.status, identifier: unmatched)
-        }
-        pool.settle(settlement, cause: response.status == .shutdown ? "shutdown" : "error_response")
-        if response.status == .shutdown || response.status.isTransient {
-            pool.windowAnswered(resent: settlement.resend.count, acceptedOnConnection: machine.acceptedCount)
-        }
+        pool.errorResponse(response, settlement: settlement, acceptedOnConnection: machine.acceptedCount)
         context.close(promise: nil)
     }
 
@@ -164,7 +189,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
     /// event loop, so that an error response is read between turns rather than after everything was written.
     func pump() {
         guard ready, machine.isOpen, let context else { return }
-        let now = clock.now
+        let now = self.now()
         if lastActivity.advanced(by: pool.configuration.idleRenewal) < now && machine.inFlight.isEmpty {
             // Idle too long: a firewall may have dropped it silently. Renew it before use.
             end = .idleRenewal
@@ -218,7 +243,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
     /// notifications instead). Deciding and accepting in one turn would accept notifications whose error response
     /// sat unread behind a long write.
     private func tick() {
-        let now = clock.now
+        let now = self.now()
         if ready { pool.stillHealthy(at: now) }
         guard let context, machine.inFlight.first.map({ $0.sentAt.advanced(by: machine.acceptanceWindow) <= now }) == true else { return }
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)

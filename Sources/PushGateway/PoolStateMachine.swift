@@ -1,0 +1,282 @@
+import DequeModule
+import PushCore
+
+/// The connections to one gateway for one (app, environment), with no I/O, no clock and no lock of its own: the
+/// queue in which resends stand before new notifications, the connection slots and their life (waiting out backoff
+/// or the connect cap, connecting, ready, finished), the backoff, the connect cap, the send window, and what each
+/// connection's end means for the next one. Every event returns what the caller must do (schedule a connection
+/// attempt, wake connections, close connections, resolve a stop); ``ConnectionPool`` does it.
+///
+/// Generic over the clock's instant and over the caller's handle to a ready connection, so that tests drive it by
+/// hand and the pool keeps its event-loop-bound handlers in it.
+struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Duration == Duration {
+    enum Slot {
+        case idle
+        /// Waiting out backoff or the connect cap; `timer` names the attempt the caller scheduled.
+        case scheduled(timer: Int)
+        /// Connecting or in the TLS handshake (the caller bounds it with the connect timeout).
+        case connecting
+        case ready(Connection)
+        /// Stopped for good.
+        case finished
+
+        var isFinished: Bool {
+            if case .finished = self { return true }
+            return false
+        }
+
+        var isReady: Bool {
+            if case .ready = self { return true }
+            return false
+        }
+    }
+
+    /// A connection attempt for `slot` to schedule `after` from now; when it is due the caller calls
+    /// ``timerFired(slot:timer:now:)`` with the same `timer`.
+    struct ConnectTimer: Equatable {
+        var slot: Int
+        var timer: Int
+        var after: Duration
+    }
+
+    /// What a connection's end leads to.
+    struct EndAction {
+        /// The slot's next attempt; nil once the pool is stopping.
+        var next: ConnectTimer?
+        /// How long the slot backs off before its next attempt (the connect cap may add to it).
+        var backoff: Duration
+        /// Connections that waited for work and now have resends to take.
+        var wake: [Connection]
+        /// Every connection failed before becoming ready and none is ready: the gateway is down.
+        var down: Bool
+        var readyConnections: Int
+    }
+
+    /// What stopping leads to.
+    struct StopAction {
+        /// Scheduled attempts to cancel (they would find the pool stopped anyway).
+        var cancel: [Int]
+        /// Ready connections to close; each ends with ``ConnectionEnd/stopped``.
+        var close: [Connection]
+    }
+
+    /// What happened, kept (the last `logLimit`) for status, logs and tests.
+    struct LogEntry {
+        var slot: Int
+        var kind: PoolEvent.Kind
+        var at: Instant
+    }
+
+    static var logLimit: Int { 10_000 }
+
+    private(set) var pending = Deque<Delivery>()
+    private(set) var slots: [Slot]
+    /// Slots whose connection found the queue empty and waits to be told of new work.
+    private var waiting: Set<Int> = []
+    private(set) var backoff: Backoff<Instant>
+    private var limiter: ConnectRateLimiter<Instant>
+    private(set) var window: SendWindow
+    private(set) var stopped = false
+    private(set) var lastError: String?
+    private(set) var attempts = 0
+    private(set) var lateErrorResponses = 0
+    private(set) var log = Deque<LogEntry>()
+    private var nextTimer = 0
+
+    init(connections: Int, backoff: Backoff<Instant>, limiter: ConnectRateLimiter<Instant>, window: SendWindow) {
+        self.slots = Array(repeating: .idle, count: max(1, connections))
+        self.backoff = backoff
+        self.limiter = limiter
+        self.window = window
+    }
+
+    var readyConnections: Int { slots.count(where: \.isReady) }
+
+    /// Stopped, and every slot is finished: nothing can settle any more.
+    var isStopComplete: Bool { stopped && slots.allSatisfy(\.isFinished) }
+
+    // MARK: Work
+
+    /// The first attempt of every slot (under the connect cap like every other).
+    mutating func start(now: Instant) -> [ConnectTimer] {
+        slots.indices.compactMap { schedule(slot: $0, after: .zero, capped: true, now: now) }
+    }
+
+    /// Queues new deliveries; returns the connections to wake.
+    mutating func submit<C: Collection<Delivery>>(_ deliveries: C) -> [Connection] {
+        pending.append(contentsOf: deliveries)
+        return takeWaiting()
+    }
+
+    /// Puts deliveries to send again in front of the queue, in their order; returns the connections to wake.
+    mutating func requeue(_ deliveries: [Delivery]) -> [Connection] {
+        guard !deliveries.isEmpty else { return [] }
+        pending.insert(contentsOf: deliveries, at: 0)
+        return takeWaiting()
+    }
+
+    /// Up to `max` deliveries for `slot` to send, and no more than the send window leaves room for beside the `held`
+    /// unaccepted ones it has (none when it is full: its acceptance tick asks again). When the queue is empty, the
+    /// slot waits to be woken by the next submit or requeue.
+    mutating func take(max: Int, slot: Int, held: Int) -> [Delivery] {
+        let room = window.limit - held
+        guard room > 0 else { return [] }
+        if pending.isEmpty {
+            waiting.insert(slot)
+            return []
+        }
+        let count = Swift.min(max, room, pending.count)
+        let batch = Array(pending.prefix(count))
+        pending.removeFirst(count)
+        return batch
+    }
+
+    private mutating func takeWaiting() -> [Connection] {
+        guard !waiting.isEmpty else { return [] }
+        var connections: [Connection] = []
+        for slot in waiting {
+            if case .ready(let connection) = slots[slot] { connections.append(connection) }
+        }
+        waiting.removeAll()
+        return connections
+    }
+
+    // MARK: The send window
+
+    /// Whether a connection ending now, after `accepted` were accepted on it, is the send window's doing.
+    func windowBlamed(acceptedOnConnection accepted: Int) -> Bool {
+        window.blamesWindow(acceptedOnConnection: accepted)
+    }
+
+    /// `count` notifications passed the acceptance window on a connection that held `held`.
+    mutating func accepted(_ count: Int, held: Int) {
+        window.accepted(count, held: held)
+    }
+
+    /// An error response ended a connection on which `accepted` were accepted; what it settled goes again in
+    /// front of the queue. The gateway's own answers (status 10, or a processing error) weigh on the send window
+    /// (``SendWindow/gatewayAnswered(resent:acceptedOnConnection:)``); answers about one notification do not.
+    /// Returns the connections to wake.
+    mutating func errorResponse(
+        _ status: GatewayStatus, resend: [Delivery], unmatched: Bool, acceptedOnConnection accepted: Int
+    ) -> [Connection] {
+        if unmatched && status.deliveryErrorReason != nil { lateErrorResponses += 1 }
+        if status == .shutdown || status.isTransient {
+            window.gatewayAnswered(resent: resend.count, acceptedOnConnection: accepted)
+        }
+        return requeue(resend)
+    }
+
+    // MARK: Connections
+
+    /// A scheduled attempt is due. Returns whether to open the connection now (false once stopping, or for an
+    /// attempt that is no longer the slot's).
+    mutating func timerFired(slot: Int, timer: Int, now: Instant) -> Bool {
+        guard case .scheduled(let current) = slots[slot], current == timer else { return false }
+        guard !stopped else {
+            slots[slot] = .finished
+            return false
+        }
+        slots[slot] = .connecting
+        attempts += 1
+        record(slot, .attempt, now)
+        return true
+    }
+
+    /// The slot's connection is ready. Returns false when the pool is stopping: the caller closes it.
+    mutating func connectionReady(slot: Int, connection: Connection, now: Instant) -> Bool {
+        slots[slot] = .ready(connection)
+        backoff.connected(at: now)
+        record(slot, .ready, now)
+        return !stopped
+    }
+
+    /// A ready connection is still healthy at `now` (backoff forgets failures after long enough).
+    mutating func stillHealthy(at now: Instant) {
+        backoff.stillHealthy(at: now)
+    }
+
+    /// The slot's connection ended for `reason` after `accepted` notifications were accepted on it; `resend` goes
+    /// again in front of the queue, and `lostUnaccepted` says whether it ended holding notifications not accepted.
+    mutating func connectionEnded(
+        slot: Int, reason: ConnectionEnd, resend: [Delivery], lostUnaccepted: Bool, accepted: Int, now: Instant
+    ) -> EndAction {
+        slots[slot] = .idle
+        waiting.remove(slot)
+        var delay = Duration.zero
+        switch reason {
+        case .failedBeforeReady(let why):
+            lastError = why
+            delay = backoff.failed()
+        case .errorResponse(let status):
+            // What the answer settled, and its weight on the send window, went through errorResponse(...) when it
+            // was read.
+            if status == .shutdown { delay = backoff.failed() }
+        case .dropped(let carried):
+            if !carried {
+                delay = backoff.failed()
+            } else if lostUnaccepted {
+                window.lost(acceptedOnConnection: accepted)
+            }
+        case .idleRenewal, .stopped:
+            break
+        }
+        record(slot, .ended(reason: "\(reason)", backoff: delay), now)
+        let wake = requeue(resend)
+        let ready = readyConnections
+        var down = false
+        if case .failedBeforeReady = reason, ready == 0 { down = true }
+        let next: ConnectTimer?
+        if stopped {
+            slots[slot] = .finished
+            next = nil
+        } else {
+            next = schedule(slot: slot, after: delay, capped: reason.countsTowardConnectCap, now: now)
+        }
+        return EndAction(next: next, backoff: delay, wake: wake, down: down, readyConnections: ready)
+    }
+
+    /// Schedules the slot's next attempt after `backoff`, and after the connect cap allows when `capped`.
+    private mutating func schedule(slot: Int, after backoff: Duration, capped: Bool, now: Instant) -> ConnectTimer? {
+        guard !stopped else {
+            slots[slot] = .finished
+            return nil
+        }
+        let delay = backoff + (capped ? limiter.acquire(now: now.advanced(by: backoff)) : .zero)
+        nextTimer += 1
+        slots[slot] = .scheduled(timer: nextTimer)
+        return ConnectTimer(slot: slot, timer: nextTimer, after: delay)
+    }
+
+    // MARK: Stopping
+
+    /// Stops opening connections: scheduled and idle slots finish now, ready ones are to be closed (their ends
+    /// finish them), connecting ones finish when their attempt ends.
+    mutating func stop() -> StopAction {
+        stopped = true
+        var action = StopAction(cancel: [], close: [])
+        for slot in slots.indices {
+            switch slots[slot] {
+            case .ready(let connection): action.close.append(connection)
+            case .scheduled(let timer):
+                action.cancel.append(timer)
+                slots[slot] = .finished
+            case .idle: slots[slot] = .finished
+            case .connecting, .finished: break
+            }
+        }
+        waiting.removeAll()
+        return action
+    }
+
+    /// What was never sent, in order, leaving the queue empty.
+    mutating func takeUnsent() -> [Delivery] {
+        defer { pending.removeAll() }
+        return Array(pending)
+    }
+
+    private mutating func record(_ slot: Int, _ kind: PoolEvent.Kind, _ at: Instant) {
+        log.append(LogEntry(slot: slot, kind: kind, at: at))
+        if log.count > Self.logLimit { log.removeFirst() }
+    }
+}

@@ -1,0 +1,183 @@
+import PushCore
+import Testing
+@testable import PushGateway
+
+/// The connection handle the pure pool tests hand in: a name.
+typealias Pool = PoolStateMachine<ManualInstant, String>
+
+func pool(
+    connections: Int = 2, perMinute: Int = 60, burst: Int = 20, window: Int = 100
+) -> Pool {
+    Pool(
+        connections: connections,
+        backoff: Backoff(initial: .milliseconds(500), maximum: .seconds(60), resetAfter: .seconds(30), seed: 7),
+        limiter: ConnectRateLimiter(perMinute: perMinute, burst: burst, now: t0),
+        window: SendWindow(initial: window, maximum: 1_000))
+}
+
+/// Brings every slot of `p` to ready, each with the handle "c<slot>".
+func readyAll(_ p: inout Pool, at now: ManualInstant = t0) {
+    for timer in p.start(now: now) {
+        let opened = p.timerFired(slot: timer.slot, timer: timer.timer, now: now)
+        #expect(opened)
+        let proceeds = p.connectionReady(slot: timer.slot, connection: "c\(timer.slot)", now: now)
+        #expect(proceeds)
+    }
+}
+
+@Suite struct PoolStateMachineTests {
+    @Test func startSchedulesEverySlotUnderTheConnectCap() {
+        var p = pool(connections: 3, perMinute: 60, burst: 2)
+        let timers = p.start(now: t0)
+        #expect(timers.map(\.slot) == [0, 1, 2])
+        // Two within the burst at once; the third waits for the next token (one a second).
+        #expect(timers.map(\.after) == [.zero, .zero, .seconds(1)])
+        #expect(p.slots.allSatisfy { if case .scheduled = $0 { true } else { false } })
+    }
+
+    @Test func anAttemptNoLongerTheSlotsDoesNotOpen() {
+        var p = pool(connections: 1)
+        let first = p.start(now: t0)[0]
+        let opened = p.timerFired(slot: 0, timer: first.timer, now: t0)
+        #expect(opened)
+        let opened2 = p.timerFired(slot: 0, timer: first.timer, now: t0)
+        #expect(!opened2)  // fired twice: one attempt
+        #expect(p.attempts == 1)
+    }
+
+    @Test func failuresBeforeReadyBackOffAndMarkTheGatewayDown() {
+        var p = pool(connections: 1, perMinute: 6_000, burst: 100)
+        var timer = p.start(now: t0)[0]
+        var ceilings: [Duration] = []
+        for _ in 0..<4 {
+            let opened = p.timerFired(slot: 0, timer: timer.timer, now: t0)
+            #expect(opened)
+            let end = p.connectionEnded(
+                slot: 0, reason: .failedBeforeReady("refused"), resend: [], lostUnaccepted: false, accepted: 0, now: t0)
+            #expect(end.down)
+            #expect(end.readyConnections == 0)
+            #expect(end.next?.after == end.backoff)
+            ceilings.append(p.backoff.ceiling)
+            #expect(end.backoff <= p.backoff.ceiling)
+            timer = end.next!
+        }
+        #expect(ceilings == [.milliseconds(500), .seconds(1), .seconds(2), .seconds(4)])
+        #expect(p.lastError == "refused")
+        // A connection that stays healthy long enough forgets the failures.
+        let opened2 = p.timerFired(slot: 0, timer: timer.timer, now: t0)
+        #expect(opened2)
+        let proceeds = p.connectionReady(slot: 0, connection: "c0", now: t0)
+        #expect(proceeds)
+        p.stillHealthy(at: t0.advanced(by: .seconds(29)))
+        #expect(p.backoff.consecutiveFailures == 4)
+        p.stillHealthy(at: t0.advanced(by: .seconds(30)))
+        #expect(p.backoff.consecutiveFailures == 0)
+    }
+
+    @Test func reconnectsAfterAnEndComeUnderTheCapExceptAfterDataErrors() {
+        // A bucket of one token a minute, spent by the first attempt.
+        var p = pool(connections: 1, perMinute: 1, burst: 1)
+        readyAll(&p)
+        let afterToken = p.connectionEnded(
+            slot: 0, reason: .errorResponse(.invalidToken), resend: [], lostUnaccepted: false, accepted: 10, now: t0)
+        #expect(afterToken.next?.after == .zero)
+        _ = p.timerFired(slot: 0, timer: afterToken.next!.timer, now: t0)
+        _ = p.connectionReady(slot: 0, connection: "c0", now: t0)
+        let afterDrop = p.connectionEnded(
+            slot: 0, reason: .dropped(carriedNotifications: true), resend: [], lostUnaccepted: false, accepted: 10,
+            now: t0)
+        #expect(afterDrop.backoff == .zero)
+        #expect(afterDrop.next?.after == .seconds(60))  // the cap's next token
+    }
+
+    @Test func queueHandsOutWithinTheWindowAndWakesWhoWaited() {
+        var p = pool(connections: 2, window: 3)
+        readyAll(&p)
+        let taken = p.take(max: 10, slot: 0, held: 0)
+        #expect(taken.isEmpty)  // nothing yet: slot 0 waits
+        let woken = p.submit((1...5).map { delivery($0) })
+        #expect(woken == ["c0"])
+        let woken2 = p.submit([delivery(6)])
+        #expect(woken2.isEmpty)  // woken once
+        let taken2 = p.take(max: 10, slot: 0, held: 1)
+        #expect(taken2.map(\.ticket) == [1, 2])  // room for 3 - 1
+        let taken3 = p.take(max: 10, slot: 0, held: 3)
+        #expect(taken3.isEmpty)  // full: not waiting, the acceptance tick asks again
+        let woken3 = p.submit([delivery(7)])
+        #expect(woken3.isEmpty)
+        // Resends stand before new work.
+        let woken4 = p.requeue([delivery(1)])
+        #expect(woken4.isEmpty)
+        let taken4 = p.take(max: 2, slot: 1, held: 0)
+        #expect(taken4.map(\.ticket) == [1, 3])
+        #expect(p.pending.map(\.ticket) == [4, 5, 6, 7])
+    }
+
+    @Test func anEndRequeuesAndAnEarlyLossHalvesTheWindow() {
+        var p = pool(connections: 1, window: 100)
+        readyAll(&p)
+        _ = p.take(max: 1, slot: 0, held: 0)  // slot 0 waits
+        let end = p.connectionEnded(
+            slot: 0, reason: .dropped(carriedNotifications: true), resend: [delivery(1), delivery(2)],
+            lostUnaccepted: true, accepted: 10, now: t0)
+        #expect(end.wake.isEmpty)  // the slot that waited is gone
+        #expect(p.pending.map(\.ticket) == [1, 2])
+        #expect(p.window.limit == 50)
+        #expect(end.backoff == .zero)
+        #expect(!end.down)
+    }
+
+    @Test func theGatewaysOwnAnswersWeighOnTheWindowAndLateRejectionsAreCounted() {
+        var p = pool(connections: 1, window: 100)
+        readyAll(&p)
+        _ = p.errorResponse(.invalidToken, resend: (1...90).map { delivery($0) }, unmatched: false, acceptedOnConnection: 1)
+        #expect(p.window.limit == 100)  // about one notification: says nothing against the window
+        _ = p.errorResponse(.shutdown, resend: (1...90).map { delivery($0) }, unmatched: false, acceptedOnConnection: 1)
+        #expect(p.window.limit == 50)
+        _ = p.errorResponse(.invalidToken, resend: [], unmatched: true, acceptedOnConnection: 1)
+        _ = p.errorResponse(.shutdown, resend: [], unmatched: true, acceptedOnConnection: 1)
+        #expect(p.lateErrorResponses == 1)  // status 10 naming an accepted one is ordinary
+        #expect(p.pending.count == 180)
+    }
+
+    @Test func stopFinishesIdleAndScheduledSlotsAndClosesReadyOnes() {
+        var p = pool(connections: 3)
+        let timers = p.start(now: t0)
+        _ = p.timerFired(slot: 0, timer: timers[0].timer, now: t0)
+        _ = p.connectionReady(slot: 0, connection: "c0", now: t0)
+        _ = p.timerFired(slot: 1, timer: timers[1].timer, now: t0)  // connecting
+        _ = p.submit([delivery(1)])
+        let stop = p.stop()
+        #expect(stop.close == ["c0"])
+        #expect(stop.cancel == [timers[2].timer])
+        #expect(!p.isStopComplete)
+        let opened = p.timerFired(slot: 2, timer: timers[2].timer, now: t0)
+        #expect(!opened)  // cancelled too late: still no attempt
+        let closed = p.connectionEnded(
+            slot: 0, reason: .stopped, resend: [delivery(2)], lostUnaccepted: true, accepted: 0, now: t0)
+        #expect(closed.next == nil)
+        #expect(!p.isStopComplete)
+        // The attempt in progress becomes ready after the stop: it is to be closed, and its end finishes the pool.
+        let proceeds = p.connectionReady(slot: 1, connection: "c1", now: t0)
+        #expect(!proceeds)
+        let last = p.connectionEnded(slot: 1, reason: .stopped, resend: [], lostUnaccepted: false, accepted: 0, now: t0)
+        #expect(last.next == nil)
+        #expect(p.isStopComplete)
+        let unsent = p.takeUnsent()
+        #expect(unsent.map(\.ticket) == [2, 1])
+        #expect(p.pending.isEmpty)
+    }
+
+    @Test func theLogKeepsTheLastEntries() {
+        var p = pool(connections: 1, perMinute: 1_000_000, burst: 1_000_000)
+        var timer = p.start(now: t0)[0]
+        for _ in 0..<(Pool.logLimit / 2 + 10) {
+            _ = p.timerFired(slot: 0, timer: timer.timer, now: t0)
+            timer = p.connectionEnded(
+                slot: 0, reason: .idleRenewal, resend: [], lostUnaccepted: false, accepted: 0, now: t0
+            ).next!
+        }
+        #expect(p.log.count == Pool.logLimit)
+        #expect(p.attempts == Pool.logLimit / 2 + 10)
+    }
+}
