@@ -201,7 +201,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushWorkerCLITests",
-            dependencies: ["PushWorkerCLI", "PushCore"],
+            dependencies: ["PushWorkerCLI", "PushCore", "PushTestSupport"],
             swiftSettings: strict
         ),
     ]

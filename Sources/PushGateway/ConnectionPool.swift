@@ -33,6 +33,12 @@ public struct PoolStatus: Sendable {
     public var lateErrorResponses: Int
     /// Notifications written to the gateway, resends included.
     public var written: Int
+    /// Whether any connection was ever ready.
+    public var everConnected: Bool
+    /// The last attempt failed in the TLS handshake (a certificate refused, by either side) and none is ready since.
+    public var credentialsRefused: Bool
+    /// Why the last connection ended, if one did.
+    public var lastEnd: String?
     public var events: [PoolEvent]
 }
 
@@ -210,6 +216,11 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
                 "app": "\(endpoint.key)", "gateway": "\(endpoint.gatewayHost):\(endpoint.gatewayPort)", "error": "\(why)",
                 "retry_in_ms": "\(action.backoff.nanoseconds / 1_000_000)",
             ])
+        } else if case .handshakeRefused(let why) = reason {
+            logger.error("gateway refused the TLS handshake (check the app's certificate, key and the CA file)", metadata: [
+                "app": "\(endpoint.key)", "gateway": "\(endpoint.gatewayHost):\(endpoint.gatewayPort)", "error": "\(why)",
+                "retry_in_ms": "\(action.backoff.nanoseconds / 1_000_000)",
+            ])
         }
         if reason != .stopped, !settlement.resend.isEmpty {
             resends["connection_closed"]?.increment(by: Int64(settlement.resend.count))
@@ -296,6 +307,8 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
                 readyConnections: m.readyConnections, pending: m.pending.count, connectionAttempts: m.attempts,
                 lastError: m.lastError, consecutiveFailures: m.backoff.consecutiveFailures,
                 lateErrorResponses: m.lateErrorResponses, written: writes.load(ordering: .relaxed),
+                everConnected: m.everConnected, credentialsRefused: m.credentialsRefused,
+                lastEnd: m.lastEnd.map { "\($0)" },
                 events: m.log.map { PoolEvent(slot: $0.slot, kind: $0.kind, at: $0.at) })
         }
     }

@@ -17,8 +17,11 @@ func unixSeconds() -> Int64 {
 
 /// Why a gateway connection ended, which decides how soon the pool opens the next one.
 enum ConnectionEnd: Sendable, Equatable {
-    /// It never became usable: refused, reset, or the TLS handshake failed. Backs off.
+    /// It never became usable: refused, reset, or timed out. Backs off.
     case failedBeforeReady(String)
+    /// The TLS handshake failed: a certificate was refused, by the gateway or by us (credentials that will not work
+    /// until someone changes them). Backs off like any failure; the app is not ready until a handshake succeeds.
+    case handshakeRefused(String)
     /// The gateway answered with an error response and closed. Status 10 backs off; others reconnect at once.
     case errorResponse(GatewayStatus)
     /// It closed or broke with no error response after carrying notifications; reconnects at once.
@@ -27,6 +30,14 @@ enum ConnectionEnd: Sendable, Equatable {
     case idleRenewal
     /// The engine is stopping.
     case stopped
+
+    /// Whether it ended before the connection was ever usable.
+    var failedBeforeReady: Bool {
+        switch self {
+        case .failedBeforeReady, .handshakeRefused: true
+        default: false
+        }
+    }
 
     /// Whether the next connection takes a token from the connect cap. An error response about one notification's
     /// data (status 2 to 8: a missing or invalid token, topic or payload) comes from a gateway that works and read
@@ -88,6 +99,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
     private var ready = false
     private var end: ConnectionEnd?
     private var failure: String?
+    private var handshakeRefused = false
     private var carried = false
     private var lastActivity: ContinuousClock.Instant
     private var timer: RepeatedTask?
@@ -149,7 +161,17 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if failure == nil { failure = String(describing: error) }
+        if failure == nil {
+            let description = String(describing: error)
+            failure = description
+            if !ready, case NIOSSLError.handshakeFailed = error {
+                handshakeRefused = true
+            } else if ready, machine.acceptedCount == 0, error is BoringSSLError, description.contains("_ALERT_") {
+                // TLS 1.3: the client's side of the handshake ends before the gateway has checked its certificate,
+                // so a refusal arrives as an alert on the first read. Nothing was delivered on this connection.
+                handshakeRefused = true
+            }
+        }
         context.close(promise: nil)
     }
 
@@ -159,6 +181,8 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
         let reason: ConnectionEnd
         if let end {
             reason = end
+        } else if handshakeRefused, let failure {
+            reason = .handshakeRefused(failure)
         } else if ready {
             reason = .dropped(carriedNotifications: carried)
         } else {
@@ -167,6 +191,8 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
         let settlement: ConnectionStateMachine<ContinuousClock.Instant>.Settlement
         if !machine.isOpen {
             settlement = .init()
+        } else if case .handshakeRefused = reason {
+            settlement = machine.abandon()  // refused credentials are not the notifications' fault
         } else if reason == .stopped {
             settlement = machine.abandon()
         } else {

@@ -78,6 +78,12 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
     private(set) var window: SendWindow
     private(set) var stopped = false
     private(set) var lastError: String?
+    /// Whether any connection was ever ready.
+    private(set) var everConnected = false
+    /// Whether the last attempt failed in the TLS handshake (a certificate refused) and none is ready since.
+    private(set) var credentialsRefused = false
+    /// Why the last connection ended, when one did.
+    private(set) var lastEnd: ConnectionEnd?
     private(set) var attempts = 0
     private(set) var lateErrorResponses = 0
     private(set) var log = Deque<LogEntry>()
@@ -186,6 +192,8 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
     /// The slot's connection is ready. Returns false when the pool is stopping: the caller closes it.
     mutating func connectionReady(slot: Int, connection: Connection, now: Instant) -> Bool {
         slots[slot] = .ready(connection)
+        everConnected = true
+        credentialsRefused = false
         backoff.connected(at: now)
         record(slot, .ready, now)
         return !stopped
@@ -204,9 +212,15 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
         slots[slot] = .idle
         waiting.remove(slot)
         var delay = Duration.zero
+        lastEnd = reason
         switch reason {
         case .failedBeforeReady(let why):
             lastError = why
+            credentialsRefused = false
+            delay = backoff.failed()
+        case .handshakeRefused(let why):
+            lastError = why
+            credentialsRefused = true
             delay = backoff.failed()
         case .errorResponse(let status):
             // What the answer settled, and its weight on the send window, went through errorResponse(...) when it
@@ -225,7 +239,7 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
         let wake = requeue(resend)
         let ready = readyConnections
         var down = false
-        if case .failedBeforeReady = reason, ready == 0 { down = true }
+        if reason.failedBeforeReady, ready == 0 { down = true }
         let next: ConnectTimer?
         if stopped {
             slots[slot] = .finished

@@ -216,7 +216,7 @@ public final class Pipeline: RecordSink {
         // Validation against the frame limit first; the app's own format limit is applied once the app is known.
         switch frameDecoder.decode(value) {
         case .failure(let rejection):
-            return .reject(DeliveryErrorEvent(rejected: rejection, rawMessage: Array(value), source: source(), occurredAt: now))
+            return rejected(rejection, value, endpoint: nil, now: now, source: source)
         case .success(var event):
             guard let index = configuration.endpointIndex(app: event.app, environment: event.environment) else {
                 let env = event.environment.map { " (\($0.rawValue))" } ?? ""
@@ -227,7 +227,7 @@ public final class Pipeline: RecordSink {
             if let legacy = legacyDecoders[index] {
                 switch legacy.decode(value) {
                 case .failure(let rejection):
-                    return .reject(DeliveryErrorEvent(rejected: rejection, rawMessage: Array(value), source: source(), occurredAt: now))
+                    return rejected(rejection, value, endpoint: index, now: now, source: source)
                 case .success(let legacy): event = legacy
                 }
             }
@@ -237,6 +237,20 @@ public final class Pipeline: RecordSink {
                 HeldEvent(id: event.id, endpoint: index, token: event.token, timestamp: timestamp),
                 Delivery(ticket: DeliveryTicket(0), notification: notification, format: endpointFormats[index]))
         }
+    }
+
+    /// The error event of a rejected record. It says what is known: when the event names no environment but its
+    /// app is configured, the environment SPEC section 2's default resolves to (as for delivered events).
+    private func rejected(
+        _ rejection: EventRejection, _ value: UnsafeRawBufferPointer, endpoint: Int?, now: Int64, source: () -> RecordSource
+    ) -> Decoded {
+        var event = DeliveryErrorEvent(rejected: rejection, rawMessage: Array(value), source: source(), occurredAt: now)
+        if event.environment == nil, rejection.environment == nil,
+            let index = endpoint ?? rejection.app.flatMap({ configuration.endpointIndex(app: $0, environment: nil) })
+        {
+            event.environment = configuration.endpoints[index].environment.rawValue
+        }
+        return .reject(event)
     }
 
     /// Admits a batch into the ledger under one lock; returns the deliveries by endpoint and produces the error

@@ -66,13 +66,7 @@ public final class Worker: Sendable {
                 return out
             },
             readiness: { [consumer, pipeline] in
-                guard !consumer.assignment.isEmpty else { return (false, "no partitions assigned yet") }
-                let statuses = pipeline.engineStatus
-                for (app, status) in statuses.sorted(by: { $0.key.description < $1.key.description }) where status.readyConnections == 0 {
-                    guard let error = status.lastError else { return (false, "\(app): connecting") }
-                    return (true, "\(app): backing off after: \(error)")
-                }
-                return (true, "ready: \(consumer.assignment.count) partitions, every app connected")
+                Readiness.evaluate(assignedPartitions: consumer.assignment.count, apps: pipeline.engineStatus)
             })
     }
 

@@ -43,11 +43,14 @@ struct ReplayCommand: AsyncParsableCommand {
     func start() throws -> KafkaReplayReader.Start {
         if toEarliest { return .earliest }
         if let fromTimestamp {
-            if let seconds = Int64(fromTimestamp) { return .timestamp(seconds * 1000) }
-            guard let seconds = RFC3339.parse(fromTimestamp) else {
+            guard let seconds = Int64(fromTimestamp) ?? RFC3339.parse(fromTimestamp) else {
                 throw ValidationError("--from-timestamp: '\(fromTimestamp)' is neither UNIX seconds nor RFC 3339")
             }
-            return .timestamp(seconds * 1000)
+            let (milliseconds, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+            guard !overflow, milliseconds >= 0 else {
+                throw ValidationError("--from-timestamp: '\(fromTimestamp)' is out of range (1970 to year 292,000,000)")
+            }
+            return .timestamp(milliseconds)
         }
         var offsets: [Int32: Int64] = [:]
         for spec in fromOffset {

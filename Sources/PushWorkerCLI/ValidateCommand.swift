@@ -1,6 +1,12 @@
 import ArgumentParser
 import PushCore
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// `pushworker validate [FILE]`: checks events offline, one JSON line of verdict per input line.
 struct ValidateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -12,7 +18,8 @@ struct ValidateCommand: AsyncParsableCommand {
               {"line": N, "id": ..., "valid": true}
               {"line": N, "id": ..., "valid": false, "reason": "...", "detail": "..."}
             "id" is null when none could be read. Blank lines are skipped but counted. Exits 1 if any event is
-            invalid. The payload limit is that of --format (frame: 2048 bytes, enhanced and simple: 256).
+            invalid. The payload limit is that of --format (frame: 2048 bytes, enhanced and simple: 256). An event
+            whose expiration is before --now is "expired", as the worker would report it.
             """
     )
 
@@ -22,17 +29,21 @@ struct ValidateCommand: AsyncParsableCommand {
     @Option(help: "The notification format whose payload limit applies: frame, enhanced or simple.")
     var format: NotificationFormatArgument = .frame
 
+    @Option(help: "The current time in UNIX seconds, against which expirations are judged (default: the clock).")
+    var now: Int64?
+
     func run() async throws {
         var reader = try LineReader(path: file)
         defer { reader.close() }
         var output = OutputWriter()
         let decoder = EventDecoder(format: format.format)
+        let now = self.now ?? Int64(time(nil))
         var lineNumber = 0
         var anyInvalid = false
         while let line = try reader.next() {
             lineNumber += 1
             if isBlank(line) { continue }
-            let verdict = ValidateCommand.verdict(line: lineNumber, event: line, decoder: decoder)
+            let verdict = ValidateCommand.verdict(line: lineNumber, event: line, decoder: decoder, now: now)
             anyInvalid = anyInvalid || !verdict.valid
             output.write(bytes: verdict.json)
             output.write("\n")
@@ -42,22 +53,30 @@ struct ValidateCommand: AsyncParsableCommand {
     }
 
     /// The output line for one event.
-    static func verdict(line: Int, event: ArraySlice<UInt8>, decoder: EventDecoder) -> (valid: Bool, json: [UInt8]) {
-        let result = event.withUnsafeBytes { decoder.decode($0) }
+    static func verdict(line: Int, event: ArraySlice<UInt8>, decoder: EventDecoder, now: Int64) -> (valid: Bool, json: [UInt8]) {
         var out: [UInt8] = []
         out.append(contentsOf: "{\"line\": \(line), \"id\": ".utf8)
-        switch result {
-        case .success(let event):
-            JSONWriter.appendQuoted(event.id, to: &out)
+        let id: String?
+        var problem: (reason: DeliveryErrorReason, detail: String)?
+        switch event.withUnsafeBytes({ decoder.decode($0) }) {
+        case .success(let valid):
+            id = valid.id
+            if case .at(let expiration) = valid.expiration, Expiration.hasPassed(expiration, now: now) {
+                problem = (.expired, "expiration \(RFC3339.format(unixSeconds: Int64(expiration))) is before now (\(RFC3339.format(unixSeconds: now)))")
+            }
+        case .failure(let rejection):
+            id = rejection.eventID
+            problem = (rejection.reason, rejection.detail)
+        }
+        if let id { JSONWriter.appendQuoted(id, to: &out) } else { out.append(contentsOf: "null".utf8) }
+        guard let problem else {
             out.append(contentsOf: ", \"valid\": true}".utf8)
             return (true, out)
-        case .failure(let rejection):
-            if let id = rejection.eventID { JSONWriter.appendQuoted(id, to: &out) } else { out.append(contentsOf: "null".utf8) }
-            out.append(contentsOf: ", \"valid\": false, \"reason\": \"\(rejection.reason.rawValue)\", \"detail\": ".utf8)
-            JSONWriter.appendQuoted(rejection.detail, to: &out)
-            out.append(UInt8(ascii: "}"))
-            return (false, out)
         }
+        out.append(contentsOf: ", \"valid\": false, \"reason\": \"\(problem.reason.rawValue)\", \"detail\": ".utf8)
+        JSONWriter.appendQuoted(problem.detail, to: &out)
+        out.append(UInt8(ascii: "}"))
+        return (false, out)
     }
 }
 

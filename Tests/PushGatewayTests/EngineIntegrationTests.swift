@@ -24,6 +24,7 @@ struct Harness {
     var delivery = DeliveryConfiguration()
     var connections = 2
     var serverCA = "ca.pem"
+    var clientCertificate = "app"
 
     init() {
         simulator.recordInMemory = true
@@ -42,8 +43,8 @@ struct Harness {
         AppEndpoint(
             app: "com.example.app", environment: .production, gatewayHost: "127.0.0.1",
             gatewayPort: addresses.gatewayPort, feedbackHost: "127.0.0.1", feedbackPort: addresses.feedbackPort,
-            connections: connections, format: .frame, certificatePath: PKI.path("app.pem"),
-            privateKeyPath: PKI.path("app-key.pem"), caPath: PKI.path(serverCA))
+            connections: connections, format: .frame, certificatePath: PKI.path("\(clientCertificate).pem"),
+            privateKeyPath: PKI.path("\(clientCertificate)-key.pem"), caPath: PKI.path(serverCA))
     }
 
     /// Starts a simulator and an engine, runs `body`, stops both.
@@ -304,13 +305,29 @@ extension DeliveryEngine {
         h.connections = 1
         try await h.run { simulator, engine, log, _ in
             try await engine.submit(deliveries(1...5), to: Harness.app)
-            // Wait until the pool has tried and failed (events, not time).
-            var status = engine.status(of: Harness.app)!
-            while status.lastError == nil {
-                await Task.yield()
-                status = engine.status(of: Harness.app)!
-            }
-            #expect(status.lastError!.contains("CERTIFICATE_VERIFY_FAILED") || status.lastError!.contains("certificate"), "\(status.lastError!)")
+            // Wait until the pool has tried and failed (its state, not time).
+            #expect(await eventually { engine.status(of: Harness.app)!.lastError != nil })
+            let status = engine.status(of: Harness.app)!
+            #expect(status.lastError!.contains("CERTIFICATE_VERIFY_FAILED"), "\(status.lastError!)")
+            #expect(status.credentialsRefused)
+            #expect(!status.everConnected)
+            #expect(simulator.recorded.isEmpty)
+            #expect(log.count == 0)
+            let unsettled = await engine.stop()
+            #expect(unsettled.map(\.ticket.low) == Array(1...5))
+        }
+    }
+
+    @Test func aClientCertificateTheGatewayRefusesIsReportedAsRefusedCredentials() async throws {
+        var h = Harness()
+        h.clientCertificate = "rogue-client"
+        h.connections = 1
+        try await h.run { simulator, engine, log, _ in
+            try await engine.submit(deliveries(1...5), to: Harness.app)
+            #expect(await eventually { engine.status(of: Harness.app)!.credentialsRefused })
+            let status = engine.status(of: Harness.app)!
+            #expect(status.readyConnections == 0)
+            #expect(engine.isDown(Harness.app))
             #expect(simulator.recorded.isEmpty)
             #expect(log.count == 0)
             let unsettled = await engine.stop()

@@ -1,3 +1,5 @@
+import Foundation
+import PushTestSupport
 import Testing
 @testable import PushCore
 @testable import PushWorkerCLI
@@ -6,14 +8,30 @@ import Testing
 @Suite struct CLIOutputTests {
     @Test func validateLines() {
         let decoder = EventDecoder()
-        let ok = ValidateCommand.verdict(line: 3, event: ArraySlice(#"{"id":"a\"1","app":"x","token":"ab","payload":{"aps":{}}}"#.utf8), decoder: decoder)
+        let ok = ValidateCommand.verdict(line: 3, event: ArraySlice(#"{"id":"a\"1","app":"x","token":"ab","payload":{"aps":{}}}"#.utf8), decoder: decoder, now: 1_800_000_000)
         #expect(ok.valid)
         #expect(String(decoding: ok.json, as: UTF8.self) == #"{"line": 3, "id": "a\"1", "valid": true}"#)
-        let bad = ValidateCommand.verdict(line: 4, event: ArraySlice(#"{"id":"b","app":"x","token":"zz","payload":{"aps":{}}}"#.utf8), decoder: decoder)
+        let bad = ValidateCommand.verdict(line: 4, event: ArraySlice(#"{"id":"b","app":"x","token":"zz","payload":{"aps":{}}}"#.utf8), decoder: decoder, now: 1_800_000_000)
         #expect(!bad.valid)
         #expect(String(decoding: bad.json, as: UTF8.self) == #"{"line": 4, "id": "b", "valid": false, "reason": "invalid_token_format", "detail": "token is not hex: unexpected character at position 0"}"#)
-        let anonymous = ValidateCommand.verdict(line: 1, event: ArraySlice("nope".utf8), decoder: decoder)
+        let anonymous = ValidateCommand.verdict(line: 1, event: ArraySlice("nope".utf8), decoder: decoder, now: 1_800_000_000)
         #expect(String(decoding: anonymous.json, as: UTF8.self).hasPrefix(#"{"line": 1, "id": null, "valid": false, "reason": "malformed_event", "detail": "#))
+    }
+
+    @Test func validateJudgesExpirationAgainstNow() {
+        let decoder = EventDecoder()
+        let event = ArraySlice(#"{"id":"e","app":"x","token":"ab","payload":{"aps":{}},"expiration":1000}"#.utf8)
+        let before = ValidateCommand.verdict(line: 1, event: event, decoder: decoder, now: 999)
+        #expect(before.valid)
+        let at = ValidateCommand.verdict(line: 1, event: event, decoder: decoder, now: 1000)
+        #expect(at.valid)  // the worker sends up to and including the second of its expiration
+        let after = ValidateCommand.verdict(line: 1, event: event, decoder: decoder, now: 1001)
+        #expect(String(decoding: after.json, as: UTF8.self) == #"{"line": 1, "id": "e", "valid": false, "reason": "expired", "detail": "expiration 1970-01-01T00:16:40Z is before now (1970-01-01T00:16:41Z)"}"#)
+        // No expiration: now plus the time-to-live, never expired.
+        let open = ValidateCommand.verdict(
+            line: 1, event: ArraySlice(#"{"id":"e","app":"x","token":"ab","payload":{"aps":{}}}"#.utf8), decoder: decoder,
+            now: .max)
+        #expect(open.valid)
     }
 
     @Test func encodeLines() {
@@ -40,11 +58,65 @@ import Testing
         #expect(LineEncoder.printable(id: "-") == #""-""#)
     }
 
-    @Test func usageErrorsExitTwo() throws {
-        #expect(PushWorkerCommand.exitCode(for: CLIError.usage("x")).rawValue != 0)
-        #expect(CLIError.usage("x").isUsage)
-        #expect(!CLIError.failure("x").isUsage)
-        #expect(throws: (any Error).self) { try PushWorkerCommand.parseAsRoot(["encode", "--format", "binary"]) }
-        #expect(throws: (any Error).self) { try PushWorkerCommand.parseAsRoot(["encode", "--default-ttl", "-1"]) }
+    @Test func expirationsNearTheLimitsDoNotTrap() {
+        let late = LineEncoder(format: .frame, now: Int64(UInt32.max) - 10, defaultTTL: .max)
+            .encode(ArraySlice(#"{"id":"f","app":"x","token":"ab","payload":{"aps":{}}}"#.utf8), identifier: 1)
+        #expect(late.ok)
+        #expect(late.line.hasSuffix("040004ffffffff0500010a"))  // the largest expiration the frame can carry
+        let early = LineEncoder(format: .frame, now: .min, defaultTTL: 0)
+            .encode(ArraySlice(#"{"id":"f","app":"x","token":"ab","payload":{"aps":{}}}"#.utf8), identifier: 1)
+        #expect(early.line.hasSuffix("04000400000001" + "0500010a"))  // clamped to 1: never 0, which means none
+    }
+}
+
+/// The exit statuses of the real binary (SPEC: 0 success, 1 failure, 2 usage or configuration).
+@Suite struct ExitStatusTests {
+    /// Runs `pushworker` with `arguments` (standard input: `input`) and returns its exit status and output.
+    func run(_ arguments: [String], input: String = "") throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: BuiltExecutable.path("pushworker"))
+        process.arguments = arguments
+        let stdin = Pipe()
+        let stdout = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        stdin.fileHandleForWriting.write(Data(input.utf8))
+        try stdin.fileHandleForWriting.close()
+        let output = stdout.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit, "\(arguments) died of a signal")
+        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+    }
+
+    @Test(arguments: [
+        ["frobnicate"],
+        ["encode", "--format", "binary"],
+        ["encode", "--default-ttl", "-1"],
+        ["validate", "--now", "soon"],
+        ["replay", "--config", "x.yaml"],
+        ["replay", "--config", "x.yaml", "--from-timestamp", "9223372036854775807"],
+        ["replay", "--config", "x.yaml", "--from-offset", "zero"],
+        ["check-config", "--config", "/nonexistent/pushworker.yaml"],
+    ])
+    func usageAndConfigurationErrorsExitTwo(arguments: [String]) throws {
+        #expect(try run(arguments).status == 2)
+    }
+
+    @Test func validateExitsOneForAnInvalidOrExpiredEventAndZeroOtherwise() throws {
+        let valid = #"{"id":"v","app":"x","token":"ab","payload":{"aps":{}},"expiration":2000}"#
+        let ok = try run(["validate", "--now", "1000"], input: valid + "\n")
+        #expect(ok.status == 0)
+        let late = try run(["validate", "--now", "3000"], input: valid + "\n")
+        #expect(late.status == 1)
+        #expect(late.output.contains(#""reason": "expired""#))
+        #expect(try run(["validate"], input: "nope\n").status == 1)
+    }
+
+    @Test func helpExitsZero() throws {
+        let help = try run(["--help"])
+        #expect(help.status == 0)
+        #expect(help.output.contains("USAGE"))
     }
 }

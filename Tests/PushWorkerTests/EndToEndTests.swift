@@ -117,11 +117,18 @@ import Testing
         #expect(tokens.count - valid >= 0)
         errors = try await Self.readAll(servers, "notification-errors")
         var reasons: [String: String] = [:]
+        var environments: [String: String] = [:]
         for record in errors {
             let e = try JSONValue(parsing: record.value)
             reasons[e["event_id"]?.stringValue ?? "?", default: ""] += e["reason"]!.stringValue!
+            environments[e["event_id"]?.stringValue ?? "?"] = e["environment"]?.stringValue ?? "null"
         }
         #expect(reasons == invalid.mapValues(\.rawValue), "exactly one error event per invalid event, with its reason")
+        // Rejected before routing or not, an event of a configured app carries the environment it resolves to.
+        for id in ["x-token", "x-payload", "x-large", "x-priority", "x-expired"] {
+            #expect(environments[id] == "production", "\(id): \(environments[id] ?? "no event")")
+        }
+        #expect(environments["x-app"] == "null")
         // The delivery-report topic: one event per accepted notification.
         let reports = try await Self.readAll(servers, "notification-reports")
         let reportIDs = try reports.map { try JSONValue(parsing: $0.value)["event_id"]!.stringValue! }

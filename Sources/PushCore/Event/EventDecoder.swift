@@ -9,13 +9,19 @@ import NIOCore
 public struct EventDecoder: Sendable {
     /// The largest payload allowed, in bytes (2048 for the frame format, 256 for the legacy formats).
     public var payloadLimit: Int
+    /// Whether the format carries a priority. The enhanced and simple formats carry none and the gateway takes
+    /// them as priority 10 (seeds), which is not allowed for a notification whose `aps` holds only
+    /// `content-available`: such an event is `invalid_priority` there, whatever priority it names.
+    public var carriesPriority: Bool
 
     public init(format: NotificationFormat = .frame) {
         self.payloadLimit = format.maxPayloadSize
+        self.carriesPriority = format == .frame
     }
 
     public init(payloadLimit: Int) {
         self.payloadLimit = payloadLimit
+        self.carriesPriority = true
     }
 
     public func decode(_ bytes: [UInt8]) -> Result<NotificationEvent, EventRejection> {
@@ -38,7 +44,7 @@ public struct EventDecoder: Sendable {
         } catch {
             return .failure(scan.rejection(.malformedEvent(error.description)))
         }
-        return scan.finish(payloadLimit: payloadLimit)
+        return scan.finish(payloadLimit: payloadLimit, carriesPriority: carriesPriority)
     }
 }
 
@@ -434,7 +440,7 @@ private struct EventScan {
             rawToken: tokenString.map { reader.string($0) })
     }
 
-    func finish(payloadLimit: Int) -> Result<NotificationEvent, EventRejection> {
+    func finish(payloadLimit: Int, carriesPriority: Bool) -> Result<NotificationEvent, EventRejection> {
         if let fieldProblem { return .failure(rejection(.malformedEvent(fieldProblem.text))) }
         let token: DeviceToken
         do {
@@ -448,6 +454,12 @@ private struct EventScan {
         if contentAvailableOnly && priority == .immediate {
             return .failure(rejection(
                 .invalidPriority("priority 10 is not allowed when 'aps' holds only 'content-available'"), token: token))
+        }
+        if contentAvailableOnly && !carriesPriority {
+            return .failure(rejection(
+                .invalidPriority(
+                    "the app's legacy format carries no priority and the gateway takes it as 10, which is not allowed when 'aps' holds only 'content-available'"),
+                token: token))
         }
         var payload = compactPayload()
         var truncated = false

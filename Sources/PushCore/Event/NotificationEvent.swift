@@ -23,7 +23,10 @@ public enum Expiration: Hashable, Sendable {
     public func resolved(recordTimestamp: Int64, defaultTTL: Int64) -> UInt32 {
         switch self {
         case .at(let t): return t
-        case .unspecified: return Expiration.clamp(recordTimestamp + defaultTTL)
+        case .unspecified:
+            // Saturating: a record timestamp or a time-to-live near the limits must not trap.
+            let (sum, overflow) = recordTimestamp.addingReportingOverflow(defaultTTL)
+            return Expiration.clamp(overflow ? (defaultTTL < 0 ? .min : .max) : sum)
         }
     }
 

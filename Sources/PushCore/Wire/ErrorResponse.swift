@@ -54,8 +54,20 @@ public struct WireDecodingError: Error, Hashable, Sendable, CustomStringConverti
         self.bytes = bytes
     }
 
+    /// The bytes for a log: the first six (a record's header: an error response, or a feedback tuple's time and
+    /// token length) whole, the rest, which can hold a device token, shortened as tokens are everywhere in logs.
+    var shownBytes: String {
+        let view = bytes.readableBytesView
+        let head = Hex.encode(view.prefix(6))
+        let rest = view.dropFirst(6)
+        guard !rest.isEmpty else { return head }
+        let tail = Hex.encode(rest)
+        let shown = tail.count > 12 ? "\(tail.prefix(4))…\(tail.suffix(4)), \(rest.count) bytes" : tail
+        return "\(head) \(shown)"
+    }
+
     public var description: String {
-        let hex = Hex.encode(bytes.readableBytesView)
+        let hex = shownBytes
         switch kind {
         case .unexpectedCommand(let c): return "unexpected command byte \(c) (bytes: \(hex))"
         case .invalidTokenLength(let n): return "token length \(n) is outside 1...100 (bytes: \(hex))"

@@ -132,6 +132,19 @@ import Testing
         #expect(decodeEvent(event("", payload: #"{"aps":{"content-available":true}}"#)).failure?.reason == .invalidPayload)
     }
 
+    @Test(arguments: [NotificationFormat.enhanced, .simple])
+    func legacyFormatsCarryNoPriorityAndTheGatewayTakesTen(format: NotificationFormat) throws {
+        let background = #"{"aps":{"content-available":1}}"#
+        for fields in ["", #""priority":5"#] {
+            let rejection = decodeEvent(event(fields, payload: background), format: format).failure
+            #expect(rejection?.reason == .invalidPriority)
+            #expect(rejection?.detail.contains("legacy format carries no priority") == true)
+        }
+        #expect(decodeEvent(event("", payload: background), format: .frame).success != nil)
+        // Anything else in 'aps' makes priority 10 fine.
+        #expect(decodeEvent(event("", payload: #"{"aps":{"content-available":1,"badge":2}}"#), format: format).success != nil)
+    }
+
     @Test func expirationForms() throws {
         func expiration(_ value: String) -> Expiration? { decodeEvent(event(#""expiration":\#(value)"#)).success?.expiration }
         #expect(expiration("0") == .at(0))

@@ -180,6 +180,17 @@ import Testing
         #expect(bytes(out) == hex("00000002 0003 010203"))
     }
 
+    @Test func decodingErrorsShowNoWholeDeviceToken() throws {
+        // A tuple cut inside its token: the header shows whole, the token only as its first and last four digits.
+        let b = buffer(hex("00000001 0020") + Array(sampleToken.bytes.prefix(20)))
+        let error = try #require(FeedbackTuple.trailingBytesError(b))
+        let partial = Hex.encode(sampleToken.bytes.prefix(20))
+        #expect(error.description == "26 trailing bytes do not make a whole record (bytes: 000000010020 \(partial.prefix(4))…\(partial.suffix(4)), 20 bytes)")
+        #expect(!error.description.contains(partial.prefix(12)))
+        // Short ones (an error response) show whole.
+        #expect(WireDecodingError(.truncated(3), bytes: buffer(hex("08 01 00"))).description.hasSuffix("(bytes: 080100)"))
+    }
+
     @Test func feedbackDecoderReportsAPartialTrailingTupleAtEOF() throws {
         var decoder = FeedbackTupleDecoder()
         var b = buffer(hex("00000001 0002 abcd 0000"))
@@ -265,7 +276,14 @@ import Testing
     @Test func errorResponseAndFeedbackDecodersNeverTrap() async {
         await propertyCheck(count: 3000, input: Gen.uint8().array(of: 0...300)) { garbage in
             var b = buffer(garbage)
-            while let r = try? ErrorResponse.decode(from: &b) { #expect(r.status.code == r.status.code) }
+            // What decodes is exactly what was read: written again, it gives the same six bytes.
+            var start = b.readerIndex
+            while let r = try? ErrorResponse.decode(from: &b) {
+                var out = ByteBuffer()
+                r.write(into: &out)
+                #expect(bytes(out) == Array(garbage[start..<b.readerIndex]))
+                start = b.readerIndex
+            }
             var f = buffer(garbage)
             while let t = try? FeedbackTuple.decode(from: &f) { #expect((1...100).contains(t.token.bytes.count)) }
             _ = FeedbackTuple.trailingBytesError(f)
