@@ -74,6 +74,9 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
     private let readyGauge: Gauge
     private let windowGauge: Gauge
     private let resends: [String: Counter]
+    /// Attempts per connect cap, and the attempts the cap delayed.
+    private let capAttempts: [ConnectCap: Counter]
+    private let capDelayed: [ConnectCap: Counter]
 
     init(
         endpoint: AppEndpoint, configuration: DeliveryConfiguration, group: any EventLoopGroup, logger: Logger,
@@ -93,6 +96,12 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
         resends = Dictionary(uniqueKeysWithValues: ["error_response", "shutdown", "connection_closed"].map {
             ($0, Counter(label: "pushworker_resends_total", dimensions: [("app", app), ("cause", $0)]))
         })
+        capAttempts = Dictionary(uniqueKeysWithValues: ConnectCap.allCases.map {
+            ($0, Counter(label: "pushworker_connect_cap_attempts_total", dimensions: [("app", app), ("cap", $0.rawValue)]))
+        })
+        capDelayed = Dictionary(uniqueKeysWithValues: ConnectCap.allCases.map {
+            ($0, Counter(label: "pushworker_connect_cap_delayed_total", dimensions: [("app", app), ("cap", $0.rawValue)]))
+        })
         let machine = Machine(
             connections: endpoint.connections,
             backoff: Backoff(
@@ -101,6 +110,9 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
                 seed: configuration.jitterSeed ^ UInt64(truncatingIfNeeded: endpoint.key.hashValue)),
             limiter: ConnectRateLimiter(
                 perMinute: configuration.maxNewConnectionsPerMinute, burst: configuration.connectBurst, now: clock.now),
+            rejectionLimiter: ConnectRateLimiter(
+                perMinute: configuration.maxReconnectsAfterRejectionPerMinute, burst: configuration.rejectionConnectBurst,
+                now: clock.now),
             window: SendWindow(
                 initial: configuration.initialSendWindow ?? configuration.maxInFlight, maximum: configuration.maxInFlight))
         windowGauge.record(machine.window.limit)
@@ -232,6 +244,8 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
 
     /// Schedules an attempt the machine asked for (under the lock, so that a stop cancels it).
     private func schedule(_ timer: Machine.ConnectTimer, in s: inout State) {
+        capAttempts[timer.cap]?.increment()
+        if timer.capDelay > .zero { capDelayed[timer.cap]?.increment() }
         let task = group.next().scheduleTask(in: .nanoseconds(max(0, timer.after.nanoseconds))) {
             self.timerFired(timer)
         }

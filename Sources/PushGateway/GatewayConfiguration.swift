@@ -15,6 +15,10 @@ public struct DeliveryConfiguration: Sendable {
     /// New connections per gateway per minute, on average; `connectBurst` may open at once.
     public var maxNewConnectionsPerMinute = 300
     public var connectBurst = 20
+    /// Reconnects per gateway per minute after an error response about one notification's data (status 2 to 8),
+    /// on average, `rejectionConnectBurst` at once: a cap of their own (``ConnectCap/afterRejection``).
+    public var maxReconnectsAfterRejectionPerMinute = 1_800
+    public var rejectionConnectBurst = 100
     /// What a gateway's connections may each hold unaccepted at first (``SendWindow``); nil means `maxInFlight`,
     /// no limit beyond the global one until a connection ends early. It halves after such a loss and grows again
     /// while the acceptance window confirms, up to `maxInFlight`.

@@ -39,15 +39,24 @@ enum ConnectionEnd: Sendable, Equatable {
         }
     }
 
-    /// Whether the next connection takes a token from the connect cap. An error response about one notification's
-    /// data (status 2 to 8: a missing or invalid token, topic or payload) comes from a gateway that works and read
-    /// what it was sent; those statuses are final, so reconnecting after them is bounded by the bad notifications
-    /// themselves, and capping it would let 5% invalid tokens throttle everything behind them. Every end that may
-    /// mean the gateway is in trouble (refusals, failed handshakes, drops, status 1, 10, 128, 255) counts.
-    var countsTowardConnectCap: Bool {
-        guard case .errorResponse(let status) = self else { return true }
-        return !(2...8).contains(status.code)
+    /// Which connect cap the next connection is under. An error response about one notification's data (status
+    /// 2 to 8: a missing or invalid token, topic or payload) comes from a gateway that works and read what it was
+    /// sent: reconnecting after it is under a cap of its own, generous enough that 5% invalid tokens do not
+    /// throttle everything behind them, yet a bound on how fast the gateway sees connections come and go. Every end
+    /// that may mean the gateway is in trouble (refusals, failed handshakes, drops, status 1, 10, 128, 255) is under
+    /// the gateway cap.
+    var connectCap: ConnectCap {
+        guard case .errorResponse(let status) = self, (2...8).contains(status.code) else { return .gateway }
+        return .afterRejection
     }
+}
+
+/// The two token buckets new connections to one gateway take from.
+enum ConnectCap: String, Sendable, CaseIterable {
+    /// Every first connection and every reconnect after a failure, a drop or a shutdown.
+    case gateway
+    /// Reconnects after an error response about one notification's data (status 2 to 8).
+    case afterRejection = "after_rejection"
 }
 
 /// What a gateway connection reports to, and takes its work from: its ``ConnectionPool`` (tests put a recorder in

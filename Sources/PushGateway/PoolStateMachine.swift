@@ -37,6 +37,9 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
         var slot: Int
         var timer: Int
         var after: Duration
+        /// The cap the attempt took its token from, and how much of `after` is its wait.
+        var cap: ConnectCap
+        var capDelay: Duration
     }
 
     /// What a connection's end leads to.
@@ -75,6 +78,7 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
     private var waiting: Set<Int> = []
     private(set) var backoff: Backoff<Instant>
     private var limiter: ConnectRateLimiter<Instant>
+    private var rejectionLimiter: ConnectRateLimiter<Instant>
     private(set) var window: SendWindow
     private(set) var stopped = false
     private(set) var lastError: String?
@@ -89,10 +93,15 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
     private(set) var log = Deque<LogEntry>()
     private var nextTimer = 0
 
-    init(connections: Int, backoff: Backoff<Instant>, limiter: ConnectRateLimiter<Instant>, window: SendWindow) {
+    /// `limiter` caps every new connection but those after a rejection, which `rejectionLimiter` caps.
+    init(
+        connections: Int, backoff: Backoff<Instant>, limiter: ConnectRateLimiter<Instant>,
+        rejectionLimiter: ConnectRateLimiter<Instant>, window: SendWindow
+    ) {
         self.slots = Array(repeating: .idle, count: max(1, connections))
         self.backoff = backoff
         self.limiter = limiter
+        self.rejectionLimiter = rejectionLimiter
         self.window = window
     }
 
@@ -105,7 +114,7 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
 
     /// The first attempt of every slot (under the connect cap like every other).
     mutating func start(now: Instant) -> [ConnectTimer] {
-        slots.indices.compactMap { schedule(slot: $0, after: .zero, capped: true, now: now) }
+        slots.indices.compactMap { schedule(slot: $0, after: .zero, cap: .gateway, now: now) }
     }
 
     /// Queues new deliveries; returns the connections to wake.
@@ -245,21 +254,26 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
             slots[slot] = .finished
             next = nil
         } else {
-            next = schedule(slot: slot, after: delay, capped: reason.countsTowardConnectCap, now: now)
+            next = schedule(slot: slot, after: delay, cap: reason.connectCap, now: now)
         }
         return EndAction(next: next, backoff: delay, wake: wake, down: down, readyConnections: ready)
     }
 
-    /// Schedules the slot's next attempt after `backoff`, and after the connect cap allows when `capped`.
-    private mutating func schedule(slot: Int, after backoff: Duration, capped: Bool, now: Instant) -> ConnectTimer? {
+    /// Schedules the slot's next attempt after `backoff`, and after `cap` allows: the cap holds whatever the
+    /// backoff says.
+    private mutating func schedule(slot: Int, after backoff: Duration, cap: ConnectCap, now: Instant) -> ConnectTimer? {
         guard !stopped else {
             slots[slot] = .finished
             return nil
         }
-        let delay = backoff + (capped ? limiter.acquire(now: now.advanced(by: backoff)) : .zero)
+        let due = now.advanced(by: backoff)
+        let wait = switch cap {
+        case .gateway: limiter.acquire(now: due)
+        case .afterRejection: rejectionLimiter.acquire(now: due)
+        }
         nextTimer += 1
         slots[slot] = .scheduled(timer: nextTimer)
-        return ConnectTimer(slot: slot, timer: nextTimer, after: delay)
+        return ConnectTimer(slot: slot, timer: nextTimer, after: backoff + wait, cap: cap, capDelay: wait)
     }
 
     // MARK: Stopping

@@ -43,6 +43,8 @@ public struct WorkerConfiguration: Sendable, Equatable {
         public var idleRenewSeconds = 300
         public var connectCapPerMinute = 300
         public var connectCapBurst = 20
+        public var reconnectAfterRejectionPerMinute = 1_800
+        public var reconnectAfterRejectionBurst = 100
     }
 
     public var kafka = Kafka()
@@ -124,6 +126,10 @@ public struct WorkerConfiguration: Sendable, Equatable {
         let cc = try r.section(d.take("connect_cap"), path: "delivery.connect_cap")
         delivery.connectCapPerMinute = try r.int(cc, "per_minute", in: 1...1_000_000) ?? delivery.connectCapPerMinute
         delivery.connectCapBurst = try r.int(cc, "burst", in: 1...100_000) ?? delivery.connectCapBurst
+        delivery.reconnectAfterRejectionPerMinute =
+            try r.int(cc, "after_rejection_per_minute", in: 1...1_000_000) ?? delivery.reconnectAfterRejectionPerMinute
+        delivery.reconnectAfterRejectionBurst =
+            try r.int(cc, "after_rejection_burst", in: 1...100_000) ?? delivery.reconnectAfterRejectionBurst
         try cc.rejectUnknown()
         try d.rejectUnknown()
         if delivery.reconnectMaximumMilliseconds < delivery.reconnectInitialMilliseconds {
@@ -343,6 +349,8 @@ extension WorkerConfiguration {
         d.idleRenewal = .seconds(delivery.idleRenewSeconds)
         d.maxNewConnectionsPerMinute = delivery.connectCapPerMinute
         d.connectBurst = delivery.connectCapBurst
+        d.maxReconnectsAfterRejectionPerMinute = delivery.reconnectAfterRejectionPerMinute
+        d.rejectionConnectBurst = delivery.reconnectAfterRejectionBurst
         return d
     }
 

@@ -67,6 +67,7 @@ extension WorkerConfiguration {
         lines.append("delivery: acceptance window \(delivery.acceptanceWindowMilliseconds) ms, at most \(delivery.maxInFlight) held → at most \(ceiling) notifications/s per process")
         lines.append("  \(delivery.maxAttempts) attempts for transient failures; events without an expiration live \(delivery.defaultTTLSeconds) s; reconnect backoff \(delivery.reconnectInitialMilliseconds)…\(delivery.reconnectMaximumMilliseconds) ms, reset after \(delivery.reconnectResetAfterSeconds) s healthy")
         lines.append("  at most \(delivery.connectCapPerMinute) new connections a minute per gateway (\(delivery.connectCapBurst) at once); idle connections renewed after \(delivery.idleRenewSeconds) s")
+        lines.append("  reconnects after a rejected notification (status 2 to 8): at most \(delivery.reconnectAfterRejectionPerMinute) a minute per gateway (\(delivery.reconnectAfterRejectionBurst) at once)")
         lines.append("feedback: every \(feedbackIntervalSeconds) s, spool \(spoolDirectory)")
         lines.append("http: \(httpListen) (/metrics, /healthz, /readyz)")
         lines.append("log: \(logLevel), \(logFormat)")

@@ -6,12 +6,14 @@ import Testing
 typealias Pool = PoolStateMachine<ManualInstant, String>
 
 func pool(
-    connections: Int = 2, perMinute: Int = 60, burst: Int = 20, window: Int = 100
+    connections: Int = 2, perMinute: Int = 60, burst: Int = 20, rejectionsPerMinute: Int = 600,
+    rejectionBurst: Int = 2, window: Int = 100
 ) -> Pool {
     Pool(
         connections: connections,
         backoff: Backoff(initial: .milliseconds(500), maximum: .seconds(60), resetAfter: .seconds(30), seed: 7),
         limiter: ConnectRateLimiter(perMinute: perMinute, burst: burst, now: t0),
+        rejectionLimiter: ConnectRateLimiter(perMinute: rejectionsPerMinute, burst: rejectionBurst, now: t0),
         window: SendWindow(initial: window, maximum: 1_000))
 }
 
@@ -74,20 +76,30 @@ func readyAll(_ p: inout Pool, at now: ManualInstant = t0) {
         #expect(p.backoff.consecutiveFailures == 0)
     }
 
-    @Test func reconnectsAfterAnEndComeUnderTheCapExceptAfterDataErrors() {
-        // A bucket of one token a minute, spent by the first attempt.
-        var p = pool(connections: 1, perMinute: 1, burst: 1)
+    @Test func reconnectsAfterRejectionsTakeFromTheirOwnCapAndEveryOtherEndFromTheGateways() throws {
+        // The gateway cap: one token a minute, spent by the first attempt. The rejection cap: 2 at once, then 10 a
+        // second.
+        var p = pool(connections: 1, perMinute: 1, burst: 1, rejectionsPerMinute: 600, rejectionBurst: 2)
         readyAll(&p)
-        let afterToken = p.connectionEnded(
-            slot: 0, reason: .errorResponse(.invalidToken), resend: [], lostUnaccepted: false, accepted: 10, now: t0)
-        #expect(afterToken.next?.after == .zero)
-        _ = p.timerFired(slot: 0, timer: afterToken.next!.timer, now: t0)
-        _ = p.connectionReady(slot: 0, connection: "c0", now: t0)
+        var waits: [Duration] = []
+        for _ in 0..<4 {
+            let end = p.connectionEnded(
+                slot: 0, reason: .errorResponse(.invalidToken), resend: [], lostUnaccepted: false, accepted: 10, now: t0)
+            let next = try #require(end.next)
+            #expect(next.cap == .afterRejection)
+            #expect(next.capDelay == next.after)
+            waits.append(next.after)
+            _ = p.timerFired(slot: 0, timer: next.timer, now: t0)
+            _ = p.connectionReady(slot: 0, connection: "c0", now: t0)
+        }
+        #expect(waits == [.zero, .zero, .milliseconds(100), .milliseconds(200)])
+        // A drop: the gateway's cap, whose next token is a minute away.
         let afterDrop = p.connectionEnded(
             slot: 0, reason: .dropped(carriedNotifications: true), resend: [], lostUnaccepted: false, accepted: 10,
             now: t0)
         #expect(afterDrop.backoff == .zero)
-        #expect(afterDrop.next?.after == .seconds(60))  // the cap's next token
+        #expect(afterDrop.next?.cap == .gateway)
+        #expect(afterDrop.next?.after == .seconds(60))
     }
 
     @Test func queueHandsOutWithinTheWindowAndWakesWhoWaited() {

@@ -436,13 +436,15 @@ extension SendWindowTests {
 }
 
 @Suite struct ConnectCapTests {
-    @Test func errorResponsesAboutOneNotificationsDataDoNotCount() {
-        for code: UInt8 in 2...8 { #expect(!ConnectionEnd.errorResponse(GatewayStatus(code: code)).countsTowardConnectCap) }
+    @Test func errorResponsesAboutOneNotificationsDataHaveACapOfTheirOwn() {
+        for code: UInt8 in 2...8 { #expect(ConnectionEnd.errorResponse(GatewayStatus(code: code)).connectCap == .afterRejection) }
         for code: UInt8 in [1, 10, 128, 255, 42] {
-            #expect(ConnectionEnd.errorResponse(GatewayStatus(code: code)).countsTowardConnectCap)
+            #expect(ConnectionEnd.errorResponse(GatewayStatus(code: code)).connectCap == .gateway)
         }
-        #expect(ConnectionEnd.failedBeforeReady("refused").countsTowardConnectCap)
-        #expect(ConnectionEnd.dropped(carriedNotifications: true).countsTowardConnectCap)
-        #expect(ConnectionEnd.dropped(carriedNotifications: false).countsTowardConnectCap)
+        #expect(ConnectionEnd.failedBeforeReady("refused").connectCap == .gateway)
+        #expect(ConnectionEnd.handshakeRefused("bad certificate").connectCap == .gateway)
+        #expect(ConnectionEnd.dropped(carriedNotifications: true).connectCap == .gateway)
+        #expect(ConnectionEnd.dropped(carriedNotifications: false).connectCap == .gateway)
+        #expect(ConnectionEnd.idleRenewal.connectCap == .gateway)
     }
 }

@@ -105,8 +105,14 @@ func problem(_ yaml: String, _ env: [String: String] = [:]) -> ConfigurationErro
         #expect(defaults.idleRenewal == .seconds(300))
         #expect(defaults.maxNewConnectionsPerMinute == 300)
         #expect(defaults.connectBurst == 20)
+        #expect(defaults.maxReconnectsAfterRejectionPerMinute == 1_800)
+        #expect(defaults.rejectionConnectBurst == 100)
         let c = try load(specExample.replacingOccurrences(
-            of: "max_attempts: 5", with: "max_attempts: 5\n  idle_renew_s: 120\n  connect_cap: { per_minute: 60, burst: 5 }"))
+            of: "max_attempts: 5",
+            with: "max_attempts: 5\n  idle_renew_s: 120\n  connect_cap: { per_minute: 60, burst: 5, after_rejection_per_minute: 600, after_rejection_burst: 9 }"))
+        #expect(c.deliveryConfiguration.maxReconnectsAfterRejectionPerMinute == 600)
+        #expect(c.deliveryConfiguration.rejectionConnectBurst == 9)
+        #expect(problem(specExample, ["PUSHWORKER_DELIVERY_CONNECT_CAP_AFTER_REJECTION_BURST": "0"])?.key == "delivery.connect_cap.after_rejection_burst")
         #expect(c.deliveryConfiguration.idleRenewal == .seconds(120))
         #expect(c.deliveryConfiguration.maxNewConnectionsPerMinute == 60)
         #expect(c.deliveryConfiguration.connectBurst == 5)
