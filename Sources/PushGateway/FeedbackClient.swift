@@ -23,7 +23,14 @@ public struct FeedbackClient: Sendable {
         self.group = group
     }
 
+    /// Reads the whole list. Tuples are lost if the read ends badly: use ``fetch(onTuples:)`` to keep them.
     public func fetch() async throws -> FeedbackReport {
+        try await fetch { _ in }
+    }
+
+    /// Reads the list, handing each read's tuples to `onTuples` as they arrive (before the next read), so that a
+    /// timeout, an I/O error or a cancellation mid-stream loses none that arrived. The report holds every tuple too.
+    public func fetch(onTuples: @escaping @Sendable ([FeedbackTuple]) async throws -> Void) async throws -> FeedbackReport {
         let host = endpoint.feedbackHost
         let serverName = (try? SocketAddress(ipAddress: host, port: 0)) == nil ? host : nil
         let tls = self.tls
@@ -44,7 +51,15 @@ public struct FeedbackClient: Sendable {
                     do {
                         for try await var chunk in inbound {
                             buffer.writeBuffer(&chunk)
-                            try FeedbackClient.drain(&buffer, into: &report)
+                            let before = report.tuples.count
+                            var problem: WireDecodingError?
+                            do throws(WireDecodingError) {
+                                try FeedbackClient.drain(&buffer, into: &report)
+                            } catch {
+                                problem = error
+                            }
+                            if report.tuples.count > before { try await onTuples(Array(report.tuples[before...])) }
+                            if let problem { throw problem }
                         }
                     } catch let error as WireDecodingError {
                         report.problem = error.description

@@ -150,10 +150,12 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
     typealias OutboundOut = ByteBuffer
 
     private let state: SimulatorState
+    private let stallAfter: Int?
     private let logger: Logger
 
-    init(state: SimulatorState, logger: Logger) {
+    init(state: SimulatorState, stallAfter: Int?, logger: Logger) {
         self.state = state
+        self.stallAfter = stallAfter
         self.logger = logger
     }
 
@@ -168,8 +170,12 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
         }
         let tuples = state.takeFeedback(app: app, now: unixMilliseconds() / 1000)
         var buffer = context.channel.allocator.buffer(capacity: tuples.count * 38)
-        for tuple in tuples { tuple.write(into: &buffer) }
+        for tuple in tuples.prefix(stallAfter ?? tuples.count) { tuple.write(into: &buffer) }
         logger.debug("feedback", metadata: ["app": "\(app)", "tuples": "\(tuples.count)"])
+        if let stallAfter, stallAfter < tuples.count {
+            context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)  // and nothing more, never a close
+            return
+        }
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
         context.writeAndFlush(wrapOutboundOut(buffer)).whenComplete { _ in loopBound.value.close(promise: nil) }
     }

@@ -81,7 +81,8 @@ public final class GatewaySimulator: Service, Sendable {
         do {
             feedback = try await bind(port: configuration.feedbackPort) { [self] channel in
                 try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tlsContext))
-                try channel.pipeline.syncOperations.addHandler(FeedbackConnectionHandler(state: state, logger: logger))
+                try channel.pipeline.syncOperations.addHandler(FeedbackConnectionHandler(
+                    state: state, stallAfter: configuration.feedbackStallAfter, logger: logger))
             }
         } catch {
             try? await gateway.close()

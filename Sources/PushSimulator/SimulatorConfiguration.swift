@@ -34,6 +34,9 @@ public struct SimulatorConfiguration: Sendable {
 
     /// Tuples every app's feedback list starts with.
     public var feedback: [FeedbackEntry] = []
+    /// The feedback service writes this many tuples of a connection's list, then stalls (sends nothing more and
+    /// never closes): a connection cut off mid-stream. The rest of the list counts as sent.
+    public var feedbackStallAfter: Int?
     /// A token that got status 8 joins its app's feedback list once this many seconds have passed.
     public var unregisteredAfterSeconds = 0
 

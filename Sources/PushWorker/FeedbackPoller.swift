@@ -1,43 +1,76 @@
 import Foundation
 import Logging
 import Metrics
+import NIOPosix
 import PushCore
 import PushGateway
 import PushKafka
 import Synchronization
 
-/// Polls each app's feedback service every `interval` (SPEC section 5). The service forgets what it sent, so the
-/// events are first written to a spool file (atomically), then produced, and the file is removed once the broker
-/// has acknowledged every event in it. On start, spool files left by an earlier run are produced first.
+/// Polls each app's feedback service every `interval` (SPEC section 5). The service forgets what it sent, so every
+/// read's tuples are appended to a spool file and synced before the next read (a timeout, an I/O error, a shutdown
+/// or a crash mid-stream loses none that arrived); the file's events are then produced, and the file is removed
+/// once the broker has acknowledged every one. On start, spool files left by an earlier run are produced first.
+///
+/// One member of the consumer group polls (`isPoller`: the worker's rule is the member that holds partition 0 of
+/// the first input topic), so N replicas do not read the list N times; a member that becomes the poller polls at
+/// once, later ones every `interval`.
 public final class FeedbackPoller: Sendable {
     private let endpoints: [AppEndpoint]
     private let topic: String
     private let spool: String
     private let interval: Duration
+    private let readTimeout: Duration
     private let producer: KafkaProducer
+    private let isPoller: @Sendable () -> Bool
     private let logger: Logger
     private let tuplesProduced = Atomic<Int>(0)
+    private let polls = Atomic<Int>(0)
     private let tuplesCounter = Counter(label: "pushworker_feedback_tuples_total")
 
-    public init(endpoints: [AppEndpoint], topic: String, spoolDirectory: String, interval: Duration, producer: KafkaProducer, logger: Logger) {
+    /// `readTimeout` bounds one visit to a feedback service; `isPoller` says whether this member polls now.
+    public init(
+        endpoints: [AppEndpoint], topic: String, spoolDirectory: String, interval: Duration,
+        readTimeout: Duration = .seconds(60), producer: KafkaProducer, logger: Logger,
+        isPoller: @escaping @Sendable () -> Bool = { true }
+    ) {
         self.endpoints = endpoints
         self.topic = topic
         self.spool = spoolDirectory
         self.interval = interval
+        self.readTimeout = readTimeout
         self.producer = producer
+        self.isPoller = isPoller
         self.logger = logger
     }
 
     /// Feedback events acknowledged by the broker so far.
     public var produced: Int { tuplesProduced.load(ordering: .relaxed) }
+    /// Visits to feedback services so far (every app's, successful or not).
+    public var pollCount: Int { polls.load(ordering: .relaxed) }
 
-    /// Produces what an earlier run left in the spool, then polls every interval until cancelled.
+    /// How often a member that does not poll checks whether it has become the poller.
+    static let pollerCheck: Duration = .seconds(1)
+
+    /// Produces what an earlier run left in the spool, then polls every interval while this member is the poller,
+    /// until cancelled.
     public func run() async {
         try? FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
         for file in spoolFiles() { produce(file: file) }
+        var lastPoll: ContinuousClock.Instant?
+        var wasPoller = false
         while !Task.isCancelled {
-            for endpoint in endpoints { await poll(endpoint) }
-            try? await Task.sleep(for: interval)
+            let poller = isPoller()
+            if poller != wasPoller {
+                logger.info(poller ? "this member polls the feedback services" : "another member polls the feedback services")
+                wasPoller = poller
+                if !poller { lastPoll = nil }
+            }
+            if poller, lastPoll.map({ $0.advanced(by: interval) <= .now }) ?? true {
+                lastPoll = .now
+                for endpoint in endpoints where !Task.isCancelled { await poll(endpoint) }
+            }
+            try? await Task.sleep(for: min(interval, Self.pollerCheck))
         }
     }
 
@@ -46,40 +79,60 @@ public final class FeedbackPoller: Sendable {
             .map { "\(spool)/\($0)" }
     }
 
-    private func poll(_ endpoint: AppEndpoint) async {
-        let report: FeedbackReport
-        do {
-            report = try await FeedbackClient(endpoint: endpoint).fetch()
-        } catch {
-            logger.warning("feedback service unreachable", metadata: ["app": "\(endpoint.key)", "error": "\(error)"])
-            return
-        }
-        if let problem = report.problem {
-            logger.warning("feedback stream ended badly; the tuples before it are kept", metadata: ["app": "\(endpoint.key)", "problem": "\(problem)"])
-        }
-        guard !report.tuples.isEmpty else { return }
+    /// Visits one app's feedback service; every tuple that arrived is spooled and produced, however the visit ends.
+    func poll(_ endpoint: AppEndpoint) async {
+        polls.add(1, ordering: .relaxed)
         let now = Int64(Date().timeIntervalSince1970 * 1000)
-        var lines = Data()
-        for tuple in report.tuples {
-            let event = FeedbackEvent(app: endpoint.app, environment: endpoint.environment, token: tuple.token, timestamp: tuple.timestamp, receivedAt: now)
-            lines.append(contentsOf: event.json())
-            lines.append(0x0A)
-        }
         let name = "\(spool)/\(now)-\(endpoint.app)-\(endpoint.environment.rawValue).jsonl"
+        let file = SpoolFile(path: name)
         do {
-            try lines.write(to: URL(fileURLWithPath: name), options: .atomic)
+            var client = try FeedbackClient(endpoint: endpoint)
+            client.timeout = readTimeout
+            let report = try await client.fetch { [logger] tuples in
+                var lines: [UInt8] = []
+                for tuple in tuples {
+                    let event = FeedbackEvent(
+                        app: endpoint.app, environment: endpoint.environment, token: tuple.token,
+                        timestamp: tuple.timestamp, receivedAt: now)
+                    lines += event.json()
+                    lines.append(0x0A)
+                }
+                do {
+                    try await file.append(lines, count: tuples.count)
+                } catch {
+                    logger.error("cannot write the feedback spool", metadata: ["file": "\(name)", "error": "\(error)"])
+                    throw error
+                }
+            }
+            if let problem = report.problem {
+                logger.warning("feedback stream ended badly; the tuples before it are kept", metadata: ["app": "\(endpoint.key)", "problem": "\(problem)"])
+            }
         } catch {
-            logger.error("cannot write the feedback spool; producing without it", metadata: ["file": "\(name)", "error": "\(error)"])
+            logger.warning("feedback visit failed; the tuples read before are kept", metadata: [
+                "app": "\(endpoint.key)", "error": "\(error)", "tuples": "\(file.count)",
+            ])
         }
-        tuplesCounter.increment(by: Int64(report.tuples.count))
-        logger.info("feedback tuples", metadata: ["app": "\(endpoint.key)", "tuples": "\(report.tuples.count)"])
-        produce(file: name, contents: lines)
+        await file.close()
+        guard file.count > 0 else { return }
+        tuplesCounter.increment(by: Int64(file.count))
+        logger.info("feedback tuples", metadata: ["app": "\(endpoint.key)", "tuples": "\(file.count)"])
+        produce(file: name)
     }
 
-    /// Produces a spool file's events; removes the file once every one is acknowledged.
-    private func produce(file: String, contents: Data? = nil) {
-        guard let data = contents ?? FileManager.default.contents(atPath: file) else { return }
-        let lines = data.split(separator: 0x0A).filter { !$0.isEmpty }
+    /// Produces a spool file's events; removes the file once every one is acknowledged. A last line without its
+    /// newline (a write cut short by a crash) is left out.
+    private func produce(file: String) {
+        guard let data = FileManager.default.contents(atPath: file) else { return }
+        var lines = data.split(separator: 0x0A, omittingEmptySubsequences: false)
+        if data.last != 0x0A, !lines.isEmpty {
+            logger.warning("feedback spool ends in a partial line; left out", metadata: ["file": "\(file)"])
+            lines.removeLast()
+        }
+        lines.removeAll { $0.isEmpty }
+        guard !lines.isEmpty else {
+            try? FileManager.default.removeItem(atPath: file)
+            return
+        }
         let remaining = Countdown(lines.count)
         for line in lines {
             let bytes = Array(line)
@@ -90,6 +143,53 @@ public final class FeedbackPoller: Sendable {
             }
         }
     }
+}
+
+/// One visit's spool file: created on the first append; every append is written and synced (on NIO's thread
+/// pool, never on the caller's) before it returns.
+final class SpoolFile: Sendable {
+    let path: String
+    private let state = Mutex<(descriptor: Int32, count: Int)>((-1, 0))
+
+    init(path: String) { self.path = path }
+
+    /// Tuples appended so far.
+    var count: Int { state.withLock { $0.count } }
+
+    func append(_ bytes: [UInt8], count: Int) async throws {
+        try await NIOThreadPool.singleton.runIfActive { [self] in
+            try state.withLock { s in
+                if s.descriptor < 0 {
+                    let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+                    guard fd >= 0 else { throw SpoolError(path: path, errno: errno) }
+                    s.descriptor = fd
+                }
+                var offset = 0
+                while offset < bytes.count {
+                    let n = bytes.withUnsafeBytes { write(s.descriptor, $0.baseAddress! + offset, bytes.count - offset) }
+                    guard n > 0 else { throw SpoolError(path: path, errno: errno) }
+                    offset += n
+                }
+                guard fsync(s.descriptor) == 0 else { throw SpoolError(path: path, errno: errno) }
+                s.count += count
+            }
+        }
+    }
+
+    func close() async {
+        let fd = state.withLock { s -> Int32 in
+            defer { s.descriptor = -1 }
+            return s.descriptor
+        }
+        guard fd >= 0 else { return }
+        _ = try? await NIOThreadPool.singleton.runIfActive { _ = Glibc.close(fd) }
+    }
+}
+
+struct SpoolError: Error, CustomStringConvertible {
+    var path: String
+    var errno: Int32
+    var description: String { "\(path): \(String(cString: strerror(errno)))" }
 }
 
 /// Counts down to zero from several threads; `tick` says when it got there.

@@ -45,10 +45,6 @@ public final class Worker: Sendable {
             deliveryErrorTopic: configuration.kafka.deliveryErrorTopic,
             deliveryReportTopic: configuration.kafka.deliveryReportTopic, endpoints: try configuration.endpointsWithSecrets())
         pipelineConfiguration.defaultTTLSeconds = Int64(configuration.delivery.defaultTTLSeconds)
-        feedback = FeedbackPoller(
-            endpoints: pipelineConfiguration.endpoints, topic: configuration.kafka.feedbackTopic,
-            spoolDirectory: configuration.spoolDirectory, interval: .seconds(configuration.feedbackIntervalSeconds),
-            producer: producer, logger: logger)
         pipeline = try Pipeline(
             configuration: pipelineConfiguration, producer: producer, delivery: configuration.deliveryConfiguration,
             logger: logger, wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
@@ -57,6 +53,13 @@ public final class Worker: Sendable {
             topics: configuration.kafka.inputTopics,
             // The pipeline's ledger holds at most max_in_flight records; records beyond that wait in Kafka.
             maxOutstanding: configuration.delivery.maxInFlight, sink: pipeline, logger: logger)
+        // One member of the group polls the feedback services: the one holding partition 0 of the first input topic
+        // (it moves with rebalances and always has exactly one holder while the group consumes).
+        let pollerPartition = TopicPartition(topic: configuration.kafka.inputTopics[0], partition: 0)
+        feedback = FeedbackPoller(
+            endpoints: pipelineConfiguration.endpoints, topic: configuration.kafka.feedbackTopic,
+            spoolDirectory: configuration.spoolDirectory, interval: .seconds(configuration.feedbackIntervalSeconds),
+            producer: producer, logger: logger, isPoller: { [consumer] in consumer.assignment.contains(pollerPartition) })
         let lag = Gauge(label: "pushworker_consumer_lag")
         http = HTTPEndpoints(
             metrics: { [consumer] in

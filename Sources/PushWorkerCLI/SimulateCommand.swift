@@ -46,6 +46,7 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(name: .customLong("read-delay-ms"), help: "Pause N ms before each read of 4 KiB (a slow reader).") var readDelayMs = 0
     @Option(name: .customLong("error-delay-ms"), help: "Send each error response N ms late (later than the client's acceptance window).") var errorDelayMs = 0
     @Option(help: "Refuse the first N gateway connection attempts.") var refuseConnections = 0
+    @Option(help: "Feedback connections send N tuples, then stall without closing (a connection cut off mid-stream).") var feedbackStallAfter: Int?
     @Option(name: .customLong("unregistered-after-s"), help: "Seconds before a token that got status 8 is in the feedback list.") var unregisteredAfterS = 0
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "notice"
 
@@ -57,6 +58,7 @@ struct SimulateCommand: AsyncParsableCommand {
         guard readDelayMs >= 0 else { throw ValidationError("--read-delay-ms must not be negative") }
         guard errorDelayMs >= 0 else { throw ValidationError("--error-delay-ms must not be negative") }
         guard refuseConnections >= 0 else { throw ValidationError("--refuse-connections must not be negative") }
+        if let feedbackStallAfter, feedbackStallAfter < 0 { throw ValidationError("--feedback-stall-after must not be negative") }
         guard unregisteredAfterS >= 0 else { throw ValidationError("--unregistered-after-s must not be negative") }
         guard (0...65535).contains(gatewayPort), (0...65535).contains(feedbackPort) else { throw ValidationError("ports are 0...65535") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
@@ -76,6 +78,7 @@ struct SimulateCommand: AsyncParsableCommand {
         c.errorResponseDelayMilliseconds = errorDelayMs
         c.refuseConnections = refuseConnections
         c.unregisteredAfterSeconds = unregisteredAfterS
+        c.feedbackStallAfter = feedbackStallAfter
         do {
             if let feedback { c.feedback = try FeedbackEntry.parseFile(try readTextFile(feedback, option: "--feedback")) }
             if let invalidTokens { c.invalidTokens = try parseTokenList(try readTextFile(invalidTokens, option: "--invalid-tokens")) }

@@ -1,0 +1,80 @@
+import Foundation
+import Logging
+import PushCore
+import PushGateway
+import PushKafka
+import PushSimulator
+import PushTestSupport
+import Synchronization
+import Testing
+@testable import PushWorker
+
+/// The feedback poller against the simulator's feedback service: no tuple that arrived is lost, whatever ends the
+/// visit, and only the member chosen to poll visits the services.
+@Suite struct FeedbackPollerTests {
+    static func token(_ i: Int) -> String { String(format: "%064x", 0xFEED_0000 + i) }
+
+    @Test func tuplesReadBeforeAStreamIsCutOffAreSpooledAndProducedAfterARestart() async throws {
+        var quiet = Logger(label: "test")
+        quiet.logLevel = .critical
+        // Ten tuples in the list; the service sends four, then stalls until the client gives up.
+        var simulatorConfiguration = SimulatorConfiguration(
+            certificatePath: TestPKI.path("server.pem"), privateKeyPath: TestPKI.path("server-key.pem"), caPath: TestPKI.path("ca.pem"))
+        simulatorConfiguration.feedback = try FeedbackEntry.parseFile(
+            (0..<10).map { "\(Self.token($0)) \(1_700_000_000 + $0)" }.joined(separator: "\n"))
+        simulatorConfiguration.feedbackStallAfter = 4
+        let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: quiet)
+        let addresses = try await simulator.start()
+        let endpoint = AppEndpoint(
+            app: "com.example.app", environment: .production, gatewayHost: "127.0.0.1", gatewayPort: addresses.gatewayPort,
+            feedbackHost: "127.0.0.1", feedbackPort: addresses.feedbackPort, connections: 1, format: .frame,
+            certificatePath: TestPKI.path("app.pem"), privateKeyPath: TestPKI.path("app-key.pem"), caPath: TestPKI.path("ca.pem"))
+        let spool = NSTemporaryDirectory() + "feedback-spool-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        func spoolLines() -> [String] {
+            let files = (try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? []
+            return files.flatMap { file in
+                ((try? String(contentsOfFile: "\(spool)/\(file)", encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+            }
+        }
+
+        // The first run: its producer's broker never answers, and the run ends (as if killed) right after the visit.
+        let unreachable = try KafkaProducer(
+            properties: ["bootstrap.servers": "127.0.0.1:\(try Broker.freePort())", "log_level": "0"], logger: quiet)
+        let first = FeedbackPoller(
+            endpoints: [endpoint], topic: "notification-feedback", spoolDirectory: spool, interval: .seconds(3600),
+            readTimeout: .milliseconds(500), producer: unreachable, logger: quiet)
+        await first.poll(endpoint)
+        #expect(first.pollCount == 1)
+        let spooled = spoolLines()
+        #expect(spooled.count == 4, "the four tuples that arrived are on disk: \(spooled)")
+        #expect(try spooled.map { try JSONValue(parsing: $0)["token"]!.stringValue! } == (0..<4).map(Self.token))
+
+        // The restart: a working broker; this member is not the poller at first, so it only produces the spool.
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("notification-feedback", partitions: 1)
+        let producer = try KafkaProducer(properties: ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"], logger: quiet)
+        let poller = Atomic<Bool>(false)
+        let second = FeedbackPoller(
+            endpoints: [endpoint], topic: "notification-feedback", spoolDirectory: spool, interval: .seconds(3600),
+            readTimeout: .milliseconds(500), producer: producer, logger: quiet, isPoller: { poller.load(ordering: .relaxed) })
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await producer.run() }
+            group.addTask { await second.run() }
+            #expect(await eventually { second.produced == 4 && spoolLines().isEmpty })
+            #expect(second.pollCount == 0)
+            // Becoming the poller, it visits the service at once (the list's file tuples were sent already).
+            poller.store(true, ordering: .relaxed)
+            #expect(await eventually { second.pollCount == 1 && simulator.summary.feedbackConnections == 2 })
+            group.cancelAll()
+            producer.stop()
+        }
+        let records = try await KafkaReplayReader(
+            properties: ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"], topic: "notification-feedback",
+            start: .earliest
+        ).readAll()
+        #expect(try records.map { try JSONValue(parsing: $0.value)["token"]!.stringValue! } == (0..<4).map(Self.token))
+        await simulator.stop()
+    }
+}
