@@ -155,7 +155,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushKafkaTests",
-            dependencies: ["PushKafka"],
+            dependencies: ["PushKafka", "PushTestSupport"],
             swiftSettings: strict
         ),
         // A helper process for the Kafka integration tests: the mock cluster as a broker process, or a group member

@@ -1,4 +1,6 @@
 import Crdkafka
+import Logging
+import Synchronization
 
 /// The librdkafka the process linked, checked against the minimum this code is written for.
 public enum LibRDKafka {
@@ -29,6 +31,40 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
     }
 }
 
+/// librdkafka's own log lines go through swift-log (levels mapped, the facility and client name as metadata), so
+/// that a worker logging JSON writes nothing else to standard error. Every client this module makes logs here.
+public enum KafkaLog {
+    private static let override = Mutex<Logger?>(nil)
+
+    /// Sends librdkafka's lines to `logger` instead of `Logger(label: "pushworker.kafka")` (made from the logging
+    /// system's factory on each line; librdkafka logs rarely). Nil restores the default.
+    public static func use(_ logger: Logger?) { override.withLock { $0 = logger } }
+
+    /// A syslog level (0 emergency ... 7 debug) as a swift-log level.
+    public static func level(syslog: Int32) -> Logger.Level {
+        switch syslog {
+        case ...2: .critical
+        case 3: .error
+        case 4: .warning
+        case 5: .notice
+        case 6: .info
+        default: .debug
+        }
+    }
+
+    static func log(client: String, level: Int32, facility: String, message: String) {
+        let logger = override.withLock { $0 } ?? Logger(label: "pushworker.kafka")
+        logger.log(level: Self.level(syslog: level), "\(message)", metadata: ["facility": "\(facility)", "client": "\(client)"])
+    }
+
+    static let callback: @convention(c) (OpaquePointer?, Int32, UnsafePointer<CChar>?, UnsafePointer<CChar>?) -> Void = {
+        client, level, facility, message in
+        KafkaLog.log(
+            client: client.map { String(cString: rd_kafka_name($0)) } ?? "?", level: level,
+            facility: facility.map { String(cString: $0) } ?? "", message: message.map { String(cString: $0) } ?? "")
+    }
+}
+
 /// Builds an `rd_kafka_conf_t`. The configuration is owned here until `rd_kafka_new` takes it (which it does only
 /// when it succeeds: on failure the caller still owns and destroys it).
 final class KafkaConfigurationHandle {
@@ -36,6 +72,7 @@ final class KafkaConfigurationHandle {
 
     init(_ properties: [String: String]) throws(KafkaError) {
         pointer = rd_kafka_conf_new()
+        rd_kafka_conf_set_log_cb(pointer, KafkaLog.callback)
         for (key, value) in properties.sorted(by: { $0.key < $1.key }) {
             var error = [CChar](repeating: 0, count: 512)
             if rd_kafka_conf_set(pointer, key, value, &error, error.count) != RD_KAFKA_CONF_OK {

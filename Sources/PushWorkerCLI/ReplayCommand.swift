@@ -65,8 +65,8 @@ struct ReplayCommand: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try loadConfiguration(config)
-        var logger = Logger(label: "pushworker.replay")
-        logger.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .info
+        bootstrapLogging(configuration)
+        let logger = Logger(label: "pushworker.replay")
         do {
             if resetGroup {
                 let offsets = try Replay.resetGroup(configuration: configuration, start: try start())

@@ -24,13 +24,7 @@ struct RunCommand: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try loadConfiguration(config)
-        let level = Logger.Level(rawValue: configuration.logLevel) ?? .info
-        let json = configuration.logFormat == "json"
-        LoggingSystem.bootstrap { label in
-            var handler: any LogHandler = json ? JSONLogHandler(label: label) : StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        bootstrapLogging(configuration)
         let logger = Logger(label: "pushworker")
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
@@ -56,5 +50,17 @@ struct RunCommand: AsyncParsableCommand {
             throw CLIError.failure("worker failed: \(error)")
         }
         worker.logStop()
+    }
+}
+
+/// Sends every log line, librdkafka's included, to standard error in the configuration's `log.format` and at its
+/// `log.level`.
+func bootstrapLogging(_ configuration: WorkerConfiguration) {
+    let level = Logger.Level(rawValue: configuration.logLevel) ?? .info
+    let json = configuration.logFormat == "json"
+    LoggingSystem.bootstrap { label in
+        var handler: any LogHandler = json ? JSONLogHandler(label: label) : StreamLogHandler.standardError(label: label)
+        handler.logLevel = level
+        return handler
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import PushTestSupport
+import Synchronization
 import Testing
 @testable import PushCore
 @testable import PushWorkerCLI
@@ -118,5 +119,54 @@ import Testing
         let help = try run(["--help"])
         #expect(help.status == 0)
         #expect(help.output.contains("USAGE"))
+    }
+}
+
+/// `pushworker run` with `log.format: json`: every line on standard error is one JSON object, librdkafka's too.
+@Suite struct LogStreamTests {
+    @Test func librdkafkasLinesAreJSONLikeEveryOther() throws {
+        let folder = NSTemporaryDirectory() + "log-stream-\(getpid())"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        // Nothing listens on the broker's port: librdkafka logs its connection failures.
+        let config = """
+            kafka: {brokers: "127.0.0.1:\(try Broker.freePort())"}
+            apps:
+              - bundle_id: com.example.app
+                certificate: \(TestPKI.path("app.pem"))
+                private_key: \(TestPKI.path("app-key.pem"))
+                gateway: "127.0.0.1:\(try Broker.freePort())"
+                feedback: "127.0.0.1:\(try Broker.freePort())"
+            tls: {ca_file: \(TestPKI.path("ca.pem"))}
+            feedback: {spool_dir: \(folder)/spool}
+            http: {listen: "127.0.0.1:\(try Broker.freePort())"}
+            log: {format: json, level: info}
+            """
+        try config.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: BuiltExecutable.path("pushworker"))
+        process.arguments = ["run", "--config", "\(folder)/worker.yaml"]
+        let stderr = Pipe()
+        process.standardError = stderr
+        process.standardOutput = FileHandle.nullDevice
+        let text = Mutex("")
+        stderr.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            text.withLock { $0 += String(decoding: data, as: UTF8.self) }
+        }
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        let deadline = Date().addingTimeInterval(60)
+        while !text.withLock({ $0.contains(#""facility""#) }) && Date() < deadline && process.isRunning {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        stderr.fileHandleForReading.readabilityHandler = nil
+        let lines = text.withLock { $0 }.split(separator: "\n")
+        #expect(lines.contains { $0.contains(#""facility""#) }, "librdkafka logged through the worker's logger")
+        for line in lines {
+            #expect((try? JSONValue(parsing: String(line))) != nil, "not JSON: \(line)")
+        }
     }
 }
