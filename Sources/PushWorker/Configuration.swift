@@ -25,6 +25,9 @@ public struct WorkerConfiguration: Sendable, Equatable {
         public var certificate: String
         public var privateKey: String
         public var privateKeyPassphraseFile: String?
+        /// The key's passphrase from the environment (`PUSHWORKER_APPS_<index>_PRIVATE_KEY_PASSPHRASE`; never from
+        /// the file); it wins over `privateKeyPassphraseFile`.
+        public var privateKeyPassphrase: Secret?
         /// `host:port`; nil means Apple's host for the environment.
         public var gateway: String?
         public var feedback: String?
@@ -96,6 +99,12 @@ public struct WorkerConfiguration: Sendable, Equatable {
                 privateKey: try required("private_key"))
             app.environment = try r.choice(a, "environment", APNsEnvironment.init(rawValue:)) ?? .production
             app.privateKeyPassphraseFile = try r.string(a, "private_key_passphrase_file")
+            if a.has("private_key_passphrase") {
+                throw ConfigurationError(
+                    key: "apps[\(index)].private_key_passphrase",
+                    "a passphrase is never read from the file: set \(ConfigReader.variable("apps[\(index)].private_key_passphrase")) or private_key_passphrase_file")
+            }
+            app.privateKeyPassphrase = r.secret("apps[\(index)].private_key_passphrase").map(Secret.init)
             app.gateway = try r.hostPort(a, "gateway")
             app.feedback = try r.hostPort(a, "feedback")
             app.connections = try r.int(a, "connections", in: 1...64) ?? app.connections
@@ -184,11 +193,22 @@ final class ConfigSection {
 
     func key(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
 
+    /// Whether the file has the key.
+    func has(_ key: String) -> Bool { members.contains { $0.0 == key } }
+
     func rejectUnknown() throws(ConfigurationError) {
         if let unknown = members.first(where: { !taken.contains($0.0) }) {
             throw ConfigurationError(key: key(unknown.0), "unknown key")
         }
     }
+}
+
+/// A value never to be printed: its description hides it.
+public struct Secret: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
+    public let value: String
+    public init(_ value: String) { self.value = value }
+    public var description: String { "(secret)" }
+    public var debugDescription: String { "(secret)" }
 }
 
 /// Reads values from the file, with the environment on top, and remembers which variables were used.
@@ -204,6 +224,9 @@ final class ConfigReader {
         "PUSHWORKER_" + path.uppercased().replacingOccurrences(of: ".", with: "_").replacingOccurrences(of: "[", with: "_")
             .replacingOccurrences(of: "]", with: "")
     }
+
+    /// A secret only the environment may give (the file never holds one).
+    func secret(_ path: String) -> String? { fromEnvironment(path) }
 
     /// The environment's value for a key, if it sets one.
     private func fromEnvironment(_ path: String) -> String? {

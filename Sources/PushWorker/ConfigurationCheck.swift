@@ -11,10 +11,15 @@ extension WorkerConfiguration {
         return try WorkerConfiguration(yaml: String(decoding: data, as: UTF8.self), environment: environment)
     }
 
-    /// The endpoints with each key's passphrase read from its file. Throws naming the key when a file is unreadable.
+    /// The endpoints with each key's passphrase, from the environment or read from its file. Throws naming the key
+    /// when a file is unreadable.
     public func endpointsWithSecrets() throws(ConfigurationError) -> [AppEndpoint] {
         var endpoints = self.endpoints
         for (index, app) in apps.enumerated() {
+            if let passphrase = app.privateKeyPassphrase {
+                endpoints[index].privateKeyPassphrase = passphrase.value
+                continue
+            }
             guard let file = app.privateKeyPassphraseFile else { continue }
             guard let data = FileManager.default.contents(atPath: file) else {
                 throw ConfigurationError(key: "apps[\(index)].private_key_passphrase_file", "cannot read \(file)")
@@ -26,21 +31,15 @@ extension WorkerConfiguration {
         return endpoints
     }
 
-    /// Loads every app's certificate and key (and the CA file) as the worker will, and describes what the worker
-    /// would do. Throws naming the key of the first file that does not load.
-    public func check() throws(ConfigurationError) -> String {
+    /// Every app's endpoint with its credentials loaded as the worker will load them (certificate, key with its
+    /// passphrase, the CA file), and its certificate chain. Throws naming the key of the first that does not load:
+    /// `run` calls this before it touches Kafka.
+    public func loadCredentials() throws(ConfigurationError) -> [(endpoint: AppEndpoint, certificates: [NIOSSLCertificate])] {
         let endpoints = try endpointsWithSecrets()
-        var lines: [String] = []
-        lines.append("kafka: brokers \(kafka.brokers), group '\(kafka.groupID)', consuming \(kafka.inputTopics.joined(separator: ", "))")
-        lines.append("  delivery errors → \(kafka.deliveryErrorTopic), feedback → \(kafka.feedbackTopic), delivery reports → \(kafka.deliveryReportTopic ?? "off")")
-        let passthrough = kafka.properties.count + kafka.consumerProperties.count + kafka.producerProperties.count
-        if passthrough > 0 {
-            lines.append("  librdkafka properties passed through: \((kafka.properties.keys.sorted() + kafka.consumerProperties.keys.sorted() + kafka.producerProperties.keys.sorted()).joined(separator: ", "))")
-        }
         if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
             throw ConfigurationError(key: "tls.ca_file", "cannot read \(caFile)")
         }
-        lines.append("apps:")
+        var loaded: [(endpoint: AppEndpoint, certificates: [NIOSSLCertificate])] = []
         for (index, endpoint) in endpoints.enumerated() {
             let certificates: [NIOSSLCertificate]
             do {
@@ -52,16 +51,41 @@ extension WorkerConfiguration {
             do {
                 _ = try endpoint.tlsContext()
             } catch {
-                throw ConfigurationError(key: "apps[\(index)].private_key", "cannot load \(endpoint.privateKeyPath) with the certificate: \(error)")
+                let passphrase = apps[index].privateKeyPassphrase != nil || apps[index].privateKeyPassphraseFile != nil
+                let hint = passphrase ? " (wrong passphrase?)" : " (an encrypted key needs a passphrase)"
+                throw ConfigurationError(
+                    key: "apps[\(index)].private_key",
+                    "cannot load \(endpoint.privateKeyPath) with the certificate: \(error)\(hint)")
             }
+            loaded.append((endpoint, certificates))
+        }
+        return loaded
+    }
+
+    /// Loads every app's certificate and key (and the CA file) as the worker will, and describes what the worker
+    /// would do. Throws naming the key of the first file that does not load.
+    public func check() throws(ConfigurationError) -> String {
+        let credentials = try loadCredentials()
+        var lines: [String] = []
+        lines.append("kafka: brokers \(kafka.brokers), group '\(kafka.groupID)', consuming \(kafka.inputTopics.joined(separator: ", "))")
+        lines.append("  delivery errors → \(kafka.deliveryErrorTopic), feedback → \(kafka.feedbackTopic), delivery reports → \(kafka.deliveryReportTopic ?? "off")")
+        let passthrough = kafka.properties.count + kafka.consumerProperties.count + kafka.producerProperties.count
+        if passthrough > 0 {
+            lines.append("  librdkafka properties passed through: \((kafka.properties.keys.sorted() + kafka.consumerProperties.keys.sorted() + kafka.producerProperties.keys.sorted()).joined(separator: ", "))")
+        }
+        lines.append("apps:")
+        for (index, (endpoint, certificates)) in credentials.enumerated() {
             let subject = certificates[0].subjectName.map { "\($0.value)" }.joined(separator: ", ")
             let uid = certificates[0].subjectName.first { $0.type == .userId }?.value
             let expires = Date(timeIntervalSince1970: TimeInterval(certificates[0].notValidAfter))
             var warning = ""
             if let uid, uid != endpoint.app { warning = " — WARNING: the certificate is for \(uid), not \(endpoint.app)" }
             if expires < Date() { warning += " — WARNING: the certificate has expired" }
+            let source = apps[index].privateKeyPassphrase != nil
+                ? "; key passphrase from \(ConfigReader.variable("apps[\(index)].private_key_passphrase"))"
+                : apps[index].privateKeyPassphraseFile.map { "; key passphrase from \($0)" } ?? ""
             lines.append("  \(endpoint.app) (\(endpoint.environment.rawValue)): gateway \(endpoint.gatewayHost):\(endpoint.gatewayPort), feedback \(endpoint.feedbackHost):\(endpoint.feedbackPort), \(endpoint.connections) connection\(endpoint.connections == 1 ? "" : "s"), \(endpoint.format.rawValue) format")
-            lines.append("    certificate: \(subject); valid until \(expires)\(warning); gateway verified with \(caFile ?? "the system trust store")")
+            lines.append("    certificate: \(subject); valid until \(expires)\(warning); gateway verified with \(caFile ?? "the system trust store")\(source)")
         }
         let ceiling = Int(Double(delivery.maxInFlight) * 1000 / Double(delivery.acceptanceWindowMilliseconds))
         lines.append("delivery: acceptance window \(delivery.acceptanceWindowMilliseconds) ms, at most \(delivery.maxInFlight) held → at most \(ceiling) notifications/s per process")

@@ -15,6 +15,8 @@ public enum Replay {
         let properties = KafkaClientProperties(
             brokers: configuration.kafka.brokers, common: configuration.kafka.properties,
             consumer: configuration.kafka.consumerProperties, producer: configuration.kafka.producerProperties)
+        // Every certificate and key loads before anything touches Kafka; a failure names its key.
+        let endpoints = try configuration.loadCredentials().map(\.endpoint)
         let producer = try KafkaProducer(properties: properties.producerProperties, logger: logger)
         var total = PipelineCounts()
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -27,7 +29,7 @@ public enum Replay {
                 logger.info("replaying", metadata: ["topic": "\(topic)", "ranges": "\(reader.ranges.sorted { $0.key < $1.key }.map { "[\($0.key)] \($0.value.lowerBound)..<\($0.value.upperBound)" })"])
                 var pipelineConfiguration = PipelineConfiguration(
                     deliveryErrorTopic: configuration.kafka.deliveryErrorTopic,
-                    deliveryReportTopic: configuration.kafka.deliveryReportTopic, endpoints: try configuration.endpointsWithSecrets())
+                    deliveryReportTopic: configuration.kafka.deliveryReportTopic, endpoints: endpoints)
                 pipelineConfiguration.defaultTTLSeconds = Int64(configuration.delivery.defaultTTLSeconds)
                 let pipeline = try Pipeline(
                     configuration: pipelineConfiguration, producer: producer, delivery: configuration.deliveryConfiguration, logger: logger,

@@ -40,10 +40,12 @@ public final class Worker: Sendable {
         let properties = KafkaClientProperties(
             brokers: configuration.kafka.brokers, common: configuration.kafka.properties,
             consumer: configuration.kafka.consumerProperties, producer: configuration.kafka.producerProperties)
+        // Every certificate and key loads before anything touches Kafka; a failure names its key.
+        let endpoints = try configuration.loadCredentials().map(\.endpoint)
         producer = try KafkaProducer(properties: properties.producerProperties, logger: logger)
         var pipelineConfiguration = PipelineConfiguration(
             deliveryErrorTopic: configuration.kafka.deliveryErrorTopic,
-            deliveryReportTopic: configuration.kafka.deliveryReportTopic, endpoints: try configuration.endpointsWithSecrets())
+            deliveryReportTopic: configuration.kafka.deliveryReportTopic, endpoints: endpoints)
         pipelineConfiguration.defaultTTLSeconds = Int64(configuration.delivery.defaultTTLSeconds)
         pipeline = try Pipeline(
             configuration: pipelineConfiguration, producer: producer, delivery: configuration.deliveryConfiguration,

@@ -80,6 +80,8 @@ struct ReplayCommand: AsyncParsableCommand {
             printLine("{\"replayed\": \(counts.consumed), \"accepted\": \(counts.accepted), \"errors\": {\(errors)}}")
         } catch let error as CLIError {
             throw error
+        } catch let error as ConfigurationError {
+            throw CLIError.usage("configuration error: \(error)")
         } catch {
             throw CLIError.failure("replay failed: \(error)")
         }

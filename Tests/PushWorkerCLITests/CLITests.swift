@@ -73,22 +73,51 @@ import Testing
 /// The exit statuses of the real binary (SPEC: 0 success, 1 failure, 2 usage or configuration).
 @Suite struct ExitStatusTests {
     /// Runs `pushworker` with `arguments` (standard input: `input`) and returns its exit status and output.
-    func run(_ arguments: [String], input: String = "") throws -> (status: Int32, output: String) {
+    func run(_ arguments: [String], input: String = "") throws -> (status: Int32, output: String, errors: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: BuiltExecutable.path("pushworker"))
         process.arguments = arguments
         let stdin = Pipe()
         let stdout = Pipe()
+        let stderr = Pipe()
         process.standardInput = stdin
         process.standardOutput = stdout
-        process.standardError = FileHandle.nullDevice
+        process.standardError = stderr
         try process.run()
         stdin.fileHandleForWriting.write(Data(input.utf8))
         try stdin.fileHandleForWriting.close()
+        let errors = Mutex(Data())
+        stderr.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            errors.withLock { $0 += data }
+        }
         let output = stdout.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
+        stderr.fileHandleForReading.readabilityHandler = nil
+        errors.withLock { $0 += stderr.fileHandleForReading.readDataToEndOfFile() }
         #expect(process.terminationReason == .exit, "\(arguments) died of a signal")
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+        return (
+            process.terminationStatus, String(decoding: output, as: UTF8.self),
+            String(decoding: errors.withLock { $0 }, as: UTF8.self))
+    }
+
+    @Test func runNamesAKeyThatDoesNotLoadBeforeItTouchesKafka() throws {
+        let folder = NSTemporaryDirectory() + "bad-key-\(getpid())"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let config = """
+            kafka: {brokers: "127.0.0.1:\(try Broker.freePort())"}
+            apps:
+              - bundle_id: com.example.app
+                certificate: \(TestPKI.path("app.pem"))
+                private_key: \(TestPKI.path("app-key-encrypted.pem"))
+                gateway: "127.0.0.1:2195"
+            """
+        try config.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
+        let result = try run(["run", "--config", "\(folder)/worker.yaml"])
+        #expect(result.status == 2)
+        #expect(result.errors.contains("configuration error: apps[0].private_key: cannot load"), "\(result.errors)")
+        #expect(!result.errors.contains("rdkafka"), "nothing touched Kafka: \(result.errors)")
     }
 
     @Test(arguments: [

@@ -4,15 +4,19 @@ import Testing
 @testable import PushWorker
 
 @Suite struct ConfigurationCheckTests {
-    func configuration(certificate: String = "app.pem", key: String = "app-key.pem", extra: String = "") throws -> WorkerConfiguration {
+    func configuration(
+        certificate: String = "app.pem", key: String = "app-key.pem", app: String = "", extra: String = "",
+        environment: [String: String] = [:]
+    ) throws -> WorkerConfiguration {
         try WorkerConfiguration(yaml: """
             apps:
               - bundle_id: com.example.app
                 certificate: \(TestPKI.path(certificate))
                 private_key: \(TestPKI.path(key))
                 gateway: "127.0.0.1:2195"
+            \(app)
             \(extra)
-            """, environment: [:])
+            """, environment: environment)
     }
 
     func checkError(_ c: WorkerConfiguration) -> ConfigurationError? {
@@ -45,5 +49,39 @@ import Testing
     @Test func aCertificateForAnotherAppIsFlagged() throws {
         let plan = try configuration(certificate: "other-app.pem", key: "other-app-key.pem").check()
         #expect(plan.contains("WARNING: the certificate is for com.example.other, not com.example.app"))
+    }
+
+    @Test func anEncryptedKeyLoadsWithItsPassphraseFromAFileOrTheEnvironment() throws {
+        let passphrase = try String(contentsOfFile: TestPKI.path("app-key-passphrase.txt"), encoding: .utf8)
+            .trimmingCharacters(in: .newlines)
+        let fromFile = try configuration(
+            key: "app-key-encrypted.pem", app: "    private_key_passphrase_file: \(TestPKI.path("app-key-passphrase.txt"))")
+        #expect(try fromFile.loadCredentials().count == 1)
+        let variable = "PUSHWORKER_APPS_0_PRIVATE_KEY_PASSPHRASE"
+        let fromEnvironment = try configuration(key: "app-key-encrypted.pem", environment: [variable: passphrase])
+        #expect(try fromEnvironment.loadCredentials().count == 1)
+        let plan = try fromEnvironment.check()
+        #expect(plan.contains("key passphrase from \(variable)"))
+        #expect(!plan.contains(passphrase))
+        #expect(!"\(fromEnvironment)".contains(passphrase))  // the configuration never prints it
+        // The environment wins over the file.
+        let both = try configuration(
+            key: "app-key-encrypted.pem", app: "    private_key_passphrase_file: \(TestPKI.path("app-key-passphrase.txt"))",
+            environment: [variable: "wrong"])
+        let wrong = checkError(both)
+        #expect(wrong?.key == "apps[0].private_key")
+        #expect(wrong?.problem.contains("wrong passphrase?") == true)
+        let none = checkError(try configuration(key: "app-key-encrypted.pem"))
+        #expect(none?.key == "apps[0].private_key")
+        #expect(none?.problem.contains("needs a passphrase") == true)
+    }
+
+    @Test func aPassphraseIsNeverReadFromTheFile() throws {
+        let error = try #require(throws: ConfigurationError.self) {
+            try configuration(key: "app-key-encrypted.pem", app: "    private_key_passphrase: hunter2")
+        }
+        #expect(error.key == "apps[0].private_key_passphrase")
+        #expect("\(error)".contains("PUSHWORKER_APPS_0_PRIVATE_KEY_PASSPHRASE"))
+        #expect(!"\(error)".contains("hunter2"))
     }
 }
