@@ -114,7 +114,8 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
                 perMinute: configuration.maxReconnectsAfterRejectionPerMinute, burst: configuration.rejectionConnectBurst,
                 now: clock.now),
             window: SendWindow(
-                initial: configuration.initialSendWindow ?? configuration.maxInFlight, maximum: configuration.maxInFlight))
+                initial: configuration.initialSendWindow ?? configuration.maxInFlight, maximum: configuration.maxInFlight),
+            bisects: endpoint.format == .simple)
         windowGauge.record(machine.window.limit)
         state = Mutex(State(machine: machine))
     }
@@ -146,14 +147,17 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
         state.withLock { $0.machine.windowBlamed(acceptedOnConnection: accepted) }
     }
 
-    func windowAccepted(_ count: Int, held: Int) {
-        let (before, after) = state.withLock { s in
+    func windowAccepted(_ count: Int, held: Int, slot: Int) {
+        let (before, after, wake) = state.withLock { s in
             let before = s.machine.window.limit
-            s.machine.accepted(count, held: held)
-            return (before, s.machine.window.limit)
+            let wake = s.machine.accepted(count, held: held, slot: slot)
+            return (before, s.machine.window.limit, wake)
         }
         if after != before { windowGauge.record(after) }
+        self.wake(wake)
     }
+
+    var bisectsSuspects: Bool { endpoint.format == .simple }
 
     func errorResponse(
         _ response: ErrorResponse, settlement: ConnectionStateMachine<ContinuousClock.Instant>.Settlement,
@@ -237,7 +241,7 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
         if reason != .stopped, !settlement.resend.isEmpty {
             resends["connection_closed"]?.increment(by: Int64(settlement.resend.count))
         }
-        report(settlement.outcomes)
+        report(settlement.outcomes + action.outcomes)
         wake(action.wake)
         waiter?.resume()
     }
@@ -318,7 +322,7 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
         state.withLock { s in
             let m = s.machine
             return PoolStatus(
-                readyConnections: m.readyConnections, pending: m.pending.count, connectionAttempts: m.attempts,
+                readyConnections: m.readyConnections, pending: m.waitingCount, connectionAttempts: m.attempts,
                 lastError: m.lastError, consecutiveFailures: m.backoff.consecutiveFailures,
                 lateErrorResponses: m.lateErrorResponses, written: writes.load(ordering: .relaxed),
                 everConnected: m.everConnected, credentialsRefused: m.credentialsRefused,

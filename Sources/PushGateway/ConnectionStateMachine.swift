@@ -85,11 +85,19 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
         isOpen = false
         var settlement = Settlement()
         guard let index = inFlight.firstIndex(where: { $0.identifier == response.identifier }) else {
-            // Nothing in flight is the one named: all of it was sent after it (or the gateway named nothing we
-            // hold); none of it failed.
+            // Nothing in flight is the one named. After status 10 that is ordinary: the last one processed was
+            // accepted by the window already, and everything in flight was sent after it. Any other answer is
+            // settled as a close with no answer (the oldest counts a transient failure): a gateway that keeps
+            // answering with an identifier nobody holds must not make the same notifications go round for ever.
+            if response.status == .shutdown {
+                settlement.resend = inFlight.map(\.delivery)
+                inFlight.removeAll()
+            } else {
+                settlement = closed(
+                    blameTheOldest: true,
+                    cause: "the gateway answered \(response.status) naming no notification in flight, with it the oldest in flight")
+            }
             settlement.unmatchedIdentifier = response.identifier
-            settlement.resend = inFlight.map(\.delivery)
-            inFlight.removeAll()
             return settlement
         }
         let before = inFlight[..<index]
@@ -122,7 +130,9 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
     /// The connection closed or broke with no error response: what was not accepted is resent; the oldest counts a
     /// transient failure unless `blameTheOldest` is false (the pool's send window takes the blame instead: the
     /// connection ended before a window's worth was accepted on it, and the window will shrink).
-    mutating func closed(blameTheOldest: Bool = true) -> Settlement {
+    mutating func closed(
+        blameTheOldest: Bool = true, cause: String = "the connection broke with it in flight"
+    ) -> Settlement {
         isOpen = false
         var settlement = Settlement()
         for (index, entry) in inFlight.enumerated() {
@@ -135,7 +145,7 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
             if delivery.transientFailures >= maxAttempts {
                 settlement.outcomes.append(.failed(
                     delivery, .retriesExhausted, status: nil,
-                    "the connection broke with it in flight \(delivery.transientFailures) times"))
+                    "\(cause) \(delivery.transientFailures) times"))
             } else {
                 settlement.resend.append(delivery)
             }

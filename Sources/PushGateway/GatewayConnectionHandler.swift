@@ -78,8 +78,11 @@ protocol GatewayConnectionOwner: AnyObject, Sendable {
         acceptedOnConnection accepted: Int)
     /// Whether a connection ending now, after `accepted` were accepted on it, is the send window's doing.
     func windowBlamed(acceptedOnConnection accepted: Int) -> Bool
-    /// `count` notifications passed the acceptance window on a connection that held `held`.
-    func windowAccepted(_ count: Int, held: Int)
+    /// `count` notifications passed the acceptance window on `slot`'s connection, which held `held`.
+    func windowAccepted(_ count: Int, held: Int, slot: Int)
+    /// Whether the owner finds culprits by halving (the simple format, which has no identifiers): a close or an
+    /// error response then blames nothing on this connection, and what was in flight goes back to the owner.
+    var bisectsSuspects: Bool { get }
     /// A ready connection is still healthy at `now`.
     func stillHealthy(at now: ContinuousClock.Instant)
     /// The connection ended; `settlement` is what was still in flight.
@@ -159,6 +162,11 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
         let response = unwrapInboundIn(data)
         guard machine.isOpen else { return }
         end = .errorResponse(response.status)
+        if pool.bisectsSuspects {
+            // Nothing in flight can be named: settled as a close (channelInactive), the owner halves the suspects.
+            context.close(promise: nil)
+            return
+        }
         let settlement = machine.receive(response)
         pool.errorResponse(response, settlement: settlement, acceptedOnConnection: machine.acceptedCount)
         context.close(promise: nil)
@@ -206,7 +214,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
             settlement = machine.abandon()
         } else {
             let early = carried && pool.windowBlamed(acceptedOnConnection: machine.acceptedCount)
-            settlement = machine.closed(blameTheOldest: !early)
+            settlement = machine.closed(blameTheOldest: !early && !pool.bisectsSuspects)
         }
         ready = false
         pool.connectionEnded(slot: slot, reason: reason, settlement: settlement, accepted: machine.acceptedCount)
@@ -289,7 +297,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
             let accepted = handler.machine.acceptDue(now: now)
             guard !accepted.isEmpty else { return }
             handler.pool.report(accepted)
-            handler.pool.windowAccepted(accepted.count, held: held)
+            handler.pool.windowAccepted(accepted.count, held: held, slot: handler.slot)
             handler.pump()
         }
     }

@@ -9,6 +9,15 @@ import PushCore
 ///
 /// Generic over the clock's instant and over the caller's handle to a ready connection, so that tests drive it by
 /// hand and the pool keeps its event-loop-bound handlers in it.
+///
+/// **The simple format** (`bisects`) has no identifiers and no error responses: the gateway closes the connection
+/// at a bad notification, having processed those before it and discarding those after. So a connection that ends
+/// that way leaves a group known to hold a culprit (everything it had not yet seen accepted), and the pool finds
+/// the culprit by halving: the first half goes alone on a connection with nothing else in flight (a probe). If the
+/// connection closes, that half holds a culprit and the other half goes back to ordinary sending; if the half is
+/// accepted, the other half holds it and is halved in turn, without a probe of its own. A single notification on
+/// which a connection closed twice alone fails as `invalid_token` (the worker checks everything else before it
+/// sends); its neighbours are never failed, only sent again.
 struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Duration == Duration {
     enum Slot {
         case idle
@@ -50,6 +59,8 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
         var backoff: Duration
         /// Connections that waited for work and now have resends to take.
         var wake: [Connection]
+        /// Notifications the pool settled itself (a culprit the simple format's halving found).
+        var outcomes: [DeliveryOutcome]
         /// Every connection failed before becoming ready and none is ready: the gateway is down.
         var down: Bool
         var readyConnections: Int
@@ -93,11 +104,23 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
     private(set) var log = Deque<LogEntry>()
     private var nextTimer = 0
 
+    /// Whether culprits are found by halving (the simple format).
+    let bisects: Bool
+    /// How many times a notification alone on a connection must see it close before it fails.
+    static var closesAloneToFail: Int { 2 }
+    /// Groups known to hold a notification the gateway closes the connection on, first to be probed first.
+    private(set) var knownBad = Deque<[Delivery]>()
+    /// The slot whose connection carries the probe, and the other half of the group, judged by the probe's verdict.
+    private var probe: (slot: Int, rest: [Delivery])?
+    /// A slot that takes nothing new until what it has in flight is settled, to carry the next probe alone.
+    private var drainingSlot: Int?
+
     /// `limiter` caps every new connection but those after a rejection, which `rejectionLimiter` caps.
     init(
         connections: Int, backoff: Backoff<Instant>, limiter: ConnectRateLimiter<Instant>,
-        rejectionLimiter: ConnectRateLimiter<Instant>, window: SendWindow
+        rejectionLimiter: ConnectRateLimiter<Instant>, window: SendWindow, bisects: Bool = false
     ) {
+        self.bisects = bisects
         self.slots = Array(repeating: .idle, count: max(1, connections))
         self.backoff = backoff
         self.limiter = limiter
@@ -134,6 +157,17 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
     /// unaccepted ones it has (none when it is full: its acceptance tick asks again). When the queue is empty, the
     /// slot waits to be woken by the next submit or requeue.
     mutating func take(max: Int, slot: Int, held: Int) -> [Delivery] {
+        if let probe, probe.slot == slot { return [] }  // alone until its verdict
+        if probe == nil, !knownBad.isEmpty, drainingSlot == nil || drainingSlot == slot {
+            // The next probe goes out alone: this slot drains first.
+            drainingSlot = slot
+            guard held == 0 else { return [] }
+            drainingSlot = nil
+            let group = knownBad.removeFirst()
+            let half = Swift.max(1, group.count / 2)
+            probe = (slot, Array(group.dropFirst(half)))
+            return Array(group.prefix(half))
+        }
         let room = window.limit - held
         guard room > 0 else { return [] }
         if pending.isEmpty {
@@ -163,9 +197,15 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
         window.blamesWindow(acceptedOnConnection: accepted)
     }
 
-    /// `count` notifications passed the acceptance window on a connection that held `held`.
-    mutating func accepted(_ count: Int, held: Int) {
+    /// `count` notifications passed the acceptance window on `slot`'s connection, which held `held`. Returns the
+    /// connections to wake (a probe's verdict can make another group ready to probe).
+    mutating func accepted(_ count: Int, held: Int, slot: Int) -> [Connection] {
         window.accepted(count, held: held)
+        guard let probe, probe.slot == slot, count >= held else { return [] }
+        // The probe went through: the culprit is in the other half.
+        self.probe = nil
+        if !probe.rest.isEmpty { knownBad.prepend(probe.rest) }
+        return takeWaiting()
     }
 
     /// An error response ended a connection on which `accepted` were accepted; what it settled goes again in
@@ -238,14 +278,52 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
         case .dropped(let carried):
             if !carried {
                 delay = backoff.failed()
-            } else if lostUnaccepted {
+            } else if lostUnaccepted && !bisects {
+                // (In the simple format a close is the gateway's answer to a bad notification, as status 8 is in
+                // the others: it says nothing against the window.)
                 window.lost(acceptedOnConnection: accepted)
             }
         case .idleRenewal, .stopped:
             break
         }
         record(slot, .ended(reason: "\(reason)", backoff: delay), now)
-        let wake = requeue(resend)
+        if drainingSlot == slot { drainingSlot = nil }
+        var outcomes: [DeliveryOutcome] = []
+        var toSend = resend
+        let closedOnSomething: Bool
+        switch reason {
+        case .dropped(true), .errorResponse: closedOnSomething = true
+        default: closedOnSomething = false
+        }
+        if bisects, let probe, probe.slot == slot {
+            self.probe = nil
+            if closedOnSomething && !resend.isEmpty {
+                // The probe's half holds a culprit; the other half goes back to ordinary sending.
+                toSend = probe.rest
+                if resend.count == 1 {
+                    var suspect = resend[0]
+                    suspect.transientFailures += 1
+                    if suspect.transientFailures >= Self.closesAloneToFail {
+                        outcomes.append(.failed(
+                            suspect, .invalidToken, status: nil,
+                            "the gateway closed the connection on it, alone on the connection, \(suspect.transientFailures) times (the simple format has no error responses)"))
+                    } else {
+                        knownBad.prepend([suspect])
+                    }
+                } else {
+                    knownBad.prepend(resend)
+                }
+            } else {
+                // Ended for another reason: the group is as suspect as before.
+                toSend = []
+                if !resend.isEmpty || !probe.rest.isEmpty { knownBad.prepend(resend + probe.rest) }
+            }
+        } else if bisects, closedOnSomething, !resend.isEmpty {
+            knownBad.append(resend)
+            toSend = []
+        }
+        var wake = requeue(toSend)
+        if !knownBad.isEmpty { wake += takeWaiting() }
         let ready = readyConnections
         var down = false
         if reason.failedBeforeReady, ready == 0 { down = true }
@@ -254,9 +332,12 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
             slots[slot] = .finished
             next = nil
         } else {
-            next = schedule(slot: slot, after: delay, cap: reason.connectCap, now: now)
+            // In the simple format a close on a notification is the gateway's rejection: the rejections' cap.
+            let cap = bisects && closedOnSomething ? ConnectCap.afterRejection : reason.connectCap
+            next = schedule(slot: slot, after: delay, cap: cap, now: now)
         }
-        return EndAction(next: next, backoff: delay, wake: wake, down: down, readyConnections: ready)
+        return EndAction(
+            next: next, backoff: delay, wake: wake, outcomes: outcomes, down: down, readyConnections: ready)
     }
 
     /// Schedules the slot's next attempt after `backoff`, and after `cap` allows: the cap holds whatever the
@@ -297,11 +378,18 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
         return action
     }
 
-    /// What was never sent, in order, leaving the queue empty.
+    /// What was never sent or never settled, in order (suspects first), leaving the queue empty.
     mutating func takeUnsent() -> [Delivery] {
-        defer { pending.removeAll() }
-        return Array(pending)
+        defer {
+            pending.removeAll()
+            knownBad.removeAll()
+            probe = nil
+        }
+        return Array(knownBad.joined()) + (probe?.rest ?? []) + Array(pending)
     }
+
+    /// Notifications waiting to be sent: the queue, and suspects waiting for a probe.
+    var waitingCount: Int { pending.count + knownBad.reduce(0) { $0 + $1.count } + (probe?.rest.count ?? 0) }
 
     private mutating func record(_ slot: Int, _ kind: PoolEvent.Kind, _ at: Instant) {
         log.append(LogEntry(slot: slot, kind: kind, at: at))

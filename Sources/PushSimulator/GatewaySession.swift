@@ -36,7 +36,7 @@ struct GatewaySession {
     mutating func receive(_ result: NotificationDecodingResult) -> Action {
         let notification: DecodedNotification
         switch result {
-        case .rejected(let response, let detail): return .reject(response, reason: detail)
+        case .rejected(let response, let detail, _): return .reject(response, reason: detail)
         case .notification(let n): notification = n
         }
         let inspection = PayloadInspection(notification.payload)

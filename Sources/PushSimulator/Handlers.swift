@@ -89,7 +89,15 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
                 state.tokenRejected(app: app, token: n.token, at: UInt32(clamping: unixMilliseconds() / 1000))
             }
             logger.debug("rejecting", metadata: ["connection": "\(connection)", "status": "\(response.status)", "identifier": "\(response.identifier)", "reason": "\(reason)"])
-            respond(context, response)
+            if result.isSimpleFormat {
+                // The simple format has no error responses: the gateway closes the connection (seeds, 2010 guide).
+                counts.silentCloses[response.status.code, default: 0] += 1
+                closing = true
+                flushBatch()
+                context.close(promise: nil)
+            } else {
+                respond(context, response)
+            }
         }
     }
 
@@ -212,6 +220,16 @@ final class ReadPacer: ChannelDuplexHandler {
         context.eventLoop.scheduleTask(in: delay) {
             let context = loopBound.value
             if context.channel.isActive { context.read() }
+        }
+    }
+}
+
+extension NotificationDecodingResult {
+    /// Whether it is a command-0 (simple format) notification, valid or not.
+    var isSimpleFormat: Bool {
+        switch self {
+        case .notification(let n): n.format == .simple
+        case .rejected(_, _, let command): command == 0
         }
     }
 }

@@ -9,6 +9,9 @@ public struct SimulatorSummary: Hashable, Sendable {
     /// Error responses sent, by status code (10 included).
     public var errorResponses: [UInt8: Int] = [:]
     public var abruptCloses = 0
+    /// Connections closed without an answer because a simple-format (command 0) notification was bad, by the status
+    /// the other formats would have earned.
+    public var silentCloses: [UInt8: Int] = [:]
     public var feedbackConnections = 0
     public var feedbackTuplesSent = 0
 
@@ -17,9 +20,11 @@ public struct SimulatorSummary: Hashable, Sendable {
     /// One JSON line: `{"gateway_connections": ..., "error_responses": {"8": 3, ...}, ...}`.
     public var json: String {
         let errors = errorResponses.keys.sorted().map { "\"\($0)\": \(errorResponses[$0]!)" }.joined(separator: ", ")
+        let silent = silentCloses.keys.sorted().map { "\"\($0)\": \(silentCloses[$0]!)" }.joined(separator: ", ")
         return """
             {"gateway_connections": \(gatewayConnections), "refused_connections": \(refusedConnections), \
             "accepted": \(accepted), "error_responses": {\(errors)}, "abrupt_closes": \(abruptCloses), \
+            "silent_closes": {\(silent)}, \
             "feedback_connections": \(feedbackConnections), "feedback_tuples_sent": \(feedbackTuplesSent)}
             """
     }
@@ -30,6 +35,7 @@ public struct SimulatorSummary: Hashable, Sendable {
         accepted += other.accepted
         errorResponses.merge(other.errorResponses, uniquingKeysWith: +)
         abruptCloses += other.abruptCloses
+        silentCloses.merge(other.silentCloses, uniquingKeysWith: +)
         feedbackConnections += other.feedbackConnections
         feedbackTuplesSent += other.feedbackTuplesSent
     }

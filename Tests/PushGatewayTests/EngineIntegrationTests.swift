@@ -25,6 +25,7 @@ struct Harness {
     var connections = 2
     var serverCA = "ca.pem"
     var clientCertificate = "app"
+    var format = NotificationFormat.frame
 
     init() {
         simulator.recordInMemory = true
@@ -43,7 +44,7 @@ struct Harness {
         AppEndpoint(
             app: "com.example.app", environment: .production, gatewayHost: "127.0.0.1",
             gatewayPort: addresses.gatewayPort, feedbackHost: "127.0.0.1", feedbackPort: addresses.feedbackPort,
-            connections: connections, format: .frame, certificatePath: PKI.path("\(clientCertificate).pem"),
+            connections: connections, format: format, certificatePath: PKI.path("\(clientCertificate).pem"),
             privateKeyPath: PKI.path("\(clientCertificate)-key.pem"), caPath: PKI.path(serverCA))
     }
 
@@ -68,7 +69,9 @@ struct Harness {
 }
 
 /// Notifications with distinct tokens: ticket i has token bytes (i >> 8, i & 0xFF) plus 30 bytes of `fill`.
-func deliveries(_ range: ClosedRange<Int>, fill: UInt8 = 0x11, expiration: UInt32 = 0) -> [Delivery] {
+func deliveries(
+    _ range: ClosedRange<Int>, fill: UInt8 = 0x11, expiration: UInt32 = 0, format: NotificationFormat = .frame
+) -> [Delivery] {
     range.map { i in
         let token = [UInt8(i >> 8), UInt8(i & 0xFF)] + Array(repeating: fill, count: 30)
         return Delivery(
@@ -76,7 +79,7 @@ func deliveries(_ range: ClosedRange<Int>, fill: UInt8 = 0x11, expiration: UInt3
             notification: PushNotification(
                 token: try! DeviceToken(bytes: token), payload: Array(#"{"aps":{"alert":"n\#(i)"}}"#.utf8),
                 identifier: 0, expiration: expiration, priority: .immediate),
-            format: .frame)
+            format: format)
     }
 }
 
@@ -152,6 +155,40 @@ extension DeliveryEngine {
             #expect(recorded.count == 10_000 - invalid.count)
             #expect(Set(recorded) == Set(1...10_000).subtracting(invalid))
             #expect(simulator.summary.errorResponses[8] == invalid.count)
+        }
+    }
+
+    /// The legacy formats through the engine and the simulator. Enhanced: status 8 names the culprit. Simple: the
+    /// gateway closes without a word, and the pool finds each culprit by halving the suspects; no neighbour fails.
+    @Test(arguments: [NotificationFormat.enhanced, .simple])
+    func invalidTokensInTheLegacyFormatsFailAloneAndTheRestArrive(format: NotificationFormat) async throws {
+        var h = Harness()
+        h.format = format
+        h.delivery.acceptanceWindow = .milliseconds(200)
+        h.delivery.maxReconnectsAfterRejectionPerMinute = 60_000
+        h.delivery.rejectionConnectBurst = 100
+        let count = 1_000
+        let invalid = Set(stride(from: 13, through: count, by: 97))  // about 1%
+        h.simulator.invalidTokens = Set(invalid.map { i in [UInt8(i >> 8), UInt8(i & 0xFF)] + Array(repeating: 0x11, count: 30) })
+        try await h.run { simulator, engine, log, _ in
+            try await engine.submit(deliveries(1...count, format: format), to: Harness.app)
+            await engine.settle()
+            let outcomes = log.all
+            #expect(outcomes.count == count)
+            #expect(Set(outcomes.map(\.ticket.low)).count == count)
+            let failed = outcomes.filter { $0.result != .accepted }
+            #expect(Set(failed.map { Int($0.ticket.low) }) == invalid)
+            #expect(failed.allSatisfy {
+                if case .failed(.invalidToken, _, _) = $0.result { true } else { false }
+            })
+            let recorded = Set(simulator.recorded.map { ticket(ofToken: $0.token) })
+            #expect(recorded == Set(1...count).subtracting(invalid))
+            if format == .simple {
+                #expect(simulator.summary.errorResponses.isEmpty)
+                #expect(simulator.summary.silentCloses[8, default: 0] >= invalid.count)
+            } else {
+                #expect(simulator.summary.errorResponses[8] == invalid.count)
+            }
         }
     }
 

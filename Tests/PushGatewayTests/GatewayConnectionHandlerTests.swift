@@ -61,7 +61,8 @@ final class RecordingOwner: GatewayConnectionOwner {
     }
 
     func windowBlamed(acceptedOnConnection accepted: Int) -> Bool { false }
-    func windowAccepted(_ count: Int, held: Int) { state.withLock { $0.windowAccepted.append((count, held)) } }
+    func windowAccepted(_ count: Int, held: Int, slot: Int) { state.withLock { $0.windowAccepted.append((count, held)) } }
+    let bisectsSuspects = false
     func stillHealthy(at now: ContinuousClock.Instant) {}
 
     func connectionEnded(slot: Int, reason: ConnectionEnd, settlement: Settlement, accepted: Int) {

@@ -7,14 +7,14 @@ typealias Pool = PoolStateMachine<ManualInstant, String>
 
 func pool(
     connections: Int = 2, perMinute: Int = 60, burst: Int = 20, rejectionsPerMinute: Int = 600,
-    rejectionBurst: Int = 2, window: Int = 100
+    rejectionBurst: Int = 2, window: Int = 100, bisects: Bool = false
 ) -> Pool {
     Pool(
         connections: connections,
         backoff: Backoff(initial: .milliseconds(500), maximum: .seconds(60), resetAfter: .seconds(30), seed: 7),
         limiter: ConnectRateLimiter(perMinute: perMinute, burst: burst, now: t0),
         rejectionLimiter: ConnectRateLimiter(perMinute: rejectionsPerMinute, burst: rejectionBurst, now: t0),
-        window: SendWindow(initial: window, maximum: 1_000))
+        window: SendWindow(initial: window, maximum: 1_000), bisects: bisects)
 }
 
 /// Brings every slot of `p` to ready, each with the handle "c<slot>".
@@ -191,5 +191,88 @@ func readyAll(_ p: inout Pool, at now: ManualInstant = t0) {
         }
         #expect(p.log.count == Pool.logLimit)
         #expect(p.attempts == Pool.logLimit / 2 + 10)
+    }
+
+    /// A simple-format connection on `slot` closes silently with `inFlight` unaccepted; returns the end's action.
+    func closeSilently(_ p: inout Pool, slot: Int, _ inFlight: [Delivery]) -> Pool.EndAction {
+        let end = p.connectionEnded(
+            slot: slot, reason: .dropped(carriedNotifications: true), resend: inFlight, lostUnaccepted: true,
+            accepted: 0, now: t0)
+        if let next = end.next {
+            _ = p.timerFired(slot: slot, timer: next.timer, now: t0)
+            _ = p.connectionReady(slot: slot, connection: "c\(slot)", now: t0)
+        }
+        return end
+    }
+
+    @Test func theSimpleFormatFindsTheCulpritByHalvingAndFailsNoNeighbour() {
+        var p = pool(connections: 2, rejectionsPerMinute: 60_000, rejectionBurst: 100, window: 100, bisects: true)
+        readyAll(&p)
+        _ = p.submit((1...8).map { delivery($0) })
+        let sent = p.take(max: 100, slot: 0, held: 0)
+        #expect(sent.map(\.ticket) == [1, 2, 3, 4, 5, 6, 7, 8])
+        // The gateway closes at 3 (the culprit): everything unaccepted is suspect; nothing goes back to the queue.
+        let first = closeSilently(&p, slot: 0, sent)
+        #expect(first.next?.cap == .afterRejection)
+        #expect(p.pending.isEmpty && p.knownBad.map { $0.map(\.ticket) } == [[1, 2, 3, 4, 5, 6, 7, 8]])
+        #expect(p.window.limit == 100)  // a rejection says nothing against the window
+        _ = p.submit([delivery(9)])
+        // Slot 1 is idle: it probes the first half, alone; ordinary work goes to the other slot meanwhile.
+        let probe1 = p.take(max: 100, slot: 1, held: 0)
+        #expect(probe1.map(\.ticket) == [1, 2, 3, 4])
+        #expect(p.take(max: 100, slot: 1, held: 4).isEmpty)
+        #expect(p.take(max: 100, slot: 0, held: 0).map(\.ticket) == [9])
+        // It closes: that half holds the culprit, the other half goes back to ordinary sending, first.
+        _ = closeSilently(&p, slot: 1, probe1)
+        #expect(p.knownBad.map { $0.map(\.ticket) } == [[1, 2, 3, 4]])
+        #expect(p.pending.map(\.ticket) == [5, 6, 7, 8])
+        // The next probe: [1, 2], accepted after the window: the culprit is in [3, 4], halved without a probe.
+        let probe2 = p.take(max: 100, slot: 1, held: 0)
+        #expect(probe2.map(\.ticket) == [1, 2])
+        _ = p.accepted(2, held: 2, slot: 1)
+        #expect(p.knownBad.map { $0.map(\.ticket) } == [[3, 4]])
+        let probe3 = p.take(max: 100, slot: 1, held: 0)
+        #expect(probe3.map(\.ticket) == [3])
+        let close3 = closeSilently(&p, slot: 1, probe3)
+        #expect(close3.outcomes.isEmpty)  // closed once alone: probed again before it fails
+        #expect(p.pending.map(\.ticket) == [4, 5, 6, 7, 8])
+        let probe4 = p.take(max: 100, slot: 1, held: 0)
+        #expect(probe4.map(\.ticket) == [3])
+        let close4 = closeSilently(&p, slot: 1, probe4)
+        #expect(close4.outcomes.map(\.ticket) == [3])
+        #expect(close4.outcomes[0].result == .failed(
+            .invalidToken, status: nil,
+            detail: "the gateway closed the connection on it, alone on the connection, 2 times (the simple format has no error responses)"))
+        #expect(p.knownBad.isEmpty)
+        // The neighbours go on, none of them counted.
+        let rest = p.take(max: 100, slot: 1, held: 0)
+        #expect(rest.map(\.ticket) == [4, 5, 6, 7, 8])
+        #expect(rest.allSatisfy { $0.transientFailures == 0 })
+    }
+
+    @Test func aProbeWaitsForASlotWithNothingInFlight() {
+        var p = pool(connections: 1, rejectionsPerMinute: 60_000, rejectionBurst: 100, bisects: true)
+        readyAll(&p)
+        _ = p.submit((1...4).map { delivery($0) })
+        let sent = p.take(max: 2, slot: 0, held: 0)
+        _ = closeSilently(&p, slot: 0, sent)
+        // The reconnected slot has work in flight (as if it took more): it drains, taking nothing new.
+        #expect(p.take(max: 10, slot: 0, held: 3).isEmpty)
+        #expect(p.take(max: 10, slot: 0, held: 0).map(\.ticket) == [1])
+        // A group whose probe's connection ends for another reason stays suspect, whole.
+        _ = p.connectionEnded(slot: 0, reason: .idleRenewal, resend: [delivery(1)], lostUnaccepted: false, accepted: 0, now: t0)
+        #expect(p.knownBad.map { $0.map(\.ticket) } == [[1, 2]])
+        #expect(p.takeUnsent().map(\.ticket) == [1, 2, 3, 4])
+    }
+
+    @Test func otherFormatsRequeueWhatAClosedConnectionHeld() {
+        var p = pool(connections: 1, bisects: false)
+        readyAll(&p)
+        _ = p.submit((1...4).map { delivery($0) })
+        let sent = p.take(max: 10, slot: 0, held: 0)
+        let end = closeSilently(&p, slot: 0, sent)
+        #expect(end.next?.cap == .gateway)
+        #expect(p.knownBad.isEmpty)
+        #expect(p.pending.map(\.ticket) == [1, 2, 3, 4])
     }
 }

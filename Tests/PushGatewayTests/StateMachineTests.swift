@@ -148,14 +148,38 @@ func sendAll(_ m: inout Machine, _ n: Int) -> [UInt32] {
         #expect(m.closed().resend.map(\.ticket) == [2])
     }
 
-    @Test func anUnknownIdentifierResendsEverythingUncounted() {
+    @Test func statusTenNamingNothingInFlightResendsEverythingUncounted() {
         var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5)
         _ = sendAll(&m, 2)
-        let s = m.receive(ErrorResponse(status: .invalidToken, identifier: 999))
+        let s = m.receive(ErrorResponse(status: .shutdown, identifier: 999))
         #expect(s.unmatchedIdentifier == 999)
         #expect(s.outcomes.isEmpty)
         #expect(s.resend.map(\.ticket) == [1, 2])
         #expect(s.resend.allSatisfy { $0.transientFailures == 0 })
+    }
+
+    @Test func anyOtherAnswerNamingNothingInFlightIsBounded() {
+        // A gateway that always answers identifier 0: the same notification is not resent for ever.
+        var d = delivery(1)
+        for attempt in 1...3 {
+            var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 3)
+            _ = m.send(d, now: t0, unixNow: now)
+            _ = m.send(delivery(2), now: t0, unixNow: now)
+            let s = m.receive(ErrorResponse(status: .invalidToken, identifier: 0))
+            #expect(s.unmatchedIdentifier == 0)
+            if attempt < 3 {
+                #expect(s.outcomes.isEmpty)
+                #expect(s.resend.map(\.ticket) == [1, 2])
+                #expect(s.resend.map(\.transientFailures) == [attempt, 0])
+                d = s.resend[0]
+            } else {
+                #expect(s.outcomes.map(\.ticket) == [1])
+                #expect(s.outcomes[0].result == .failed(
+                    .retriesExhausted, status: nil,
+                    detail: "the gateway answered invalid_token(8) naming no notification in flight, with it the oldest in flight 3 times"))
+                #expect(s.resend.map(\.ticket) == [2])
+            }
+        }
     }
 
     @Test func expirationIsCheckedBeforeEverySend() {

@@ -28,8 +28,12 @@ import harness as h
 
 class Scenario:
     def __init__(self, name, faults=(), invalid_share=0, refuse_s=0, broker_restart=False, kills=0, sigterm=False,
-                 preload=False, max_writes=None, join=False):
+                 preload=False, max_writes=None, join=False, protocol=None, events=None, rate=None, acceptance_ms=None,
+                 payload=300):
         self.name, self.faults, self.invalid_share, self.preload = name, list(faults), invalid_share, preload
+        # The app's format (`protocol` in its configuration), and overrides of the run's size and pace.
+        self.protocol, self.events, self.rate, self.acceptance_ms, self.payload = (
+            protocol, events, rate, acceptance_ms, payload)
         # Writes to the gateway per event at most (resends included): no resend storm under this fault.
         self.max_writes = max_writes
         # A second worker joins the group midway (scaling up under a backlog: a rebalance while the first is full).
@@ -41,6 +45,11 @@ SCENARIOS = [
     Scenario("status 10 every 100", faults=["--shutdown-every", "100"], max_writes=8),
     Scenario("abrupt close every 1,000", faults=["--close-every", "1000"]),
     Scenario("5% invalid tokens", invalid_share=20),
+    # The simple format has no error responses: the gateway closes the connection at a bad notification and the
+    # worker finds it by halving the suspects (each probe waits an acceptance window, hence the shorter window and
+    # the smaller run). Payloads fit the legacy formats' 256 bytes.
+    Scenario("simple format, 1% invalid tokens", invalid_share=100, protocol="simple", events=5000, rate=1000,
+             acceptance_ms=250, payload=200),
     Scenario("processing errors 1%", faults=["--processing-error-rate", "0.01", "--seed", "7"], max_writes=8),
     Scenario("gateway refusing connections for 10 s", refuse_s=10),
     # The events are in the broker (and in its snapshot) before the restart: noida-db snapshots every 1-2 s, and a
@@ -79,6 +88,7 @@ class ErrorTopic:
 
 
 def run(scenario, binary, count, rate, timeout):
+    count, rate = scenario.events or count, scenario.rate or rate
     workdir = tempfile.mkdtemp(prefix="fault-matrix-")
     broker = h.Broker(workdir)
     simulator = worker = second = errors = None
@@ -100,13 +110,14 @@ def run(scenario, binary, count, rate, timeout):
         producer = h.EventProducer(servers)
         produced = threading.Event()
         if scenario.preload:
-            producer.backlog(count, 300)
+            producer.backlog(count, scenario.payload)
             time.sleep(3)
             produced.set()
         http_port = h.free_port()
         # A preloaded run is paced by max_in_flight instead (at most that many per acceptance window), so that
         # the fault still lands midway.
         settings = dict(gateway_port=gateway_port, feedback_port=feedback_port, reconnect=(20, 1000, 5),
+                        protocol=scenario.protocol, acceptance_ms=scenario.acceptance_ms or 1000,
                         max_in_flight=rate // 2 if scenario.preload else 100000,
                         log_level=os.environ.get("FAULT_MATRIX_LOG_LEVEL", "warning"),
                         consumer_properties={"debug": os.environ["FAULT_MATRIX_KAFKA_DEBUG"]}
@@ -114,7 +125,7 @@ def run(scenario, binary, count, rate, timeout):
         config = h.worker_config(workdir, servers, http_port=http_port, instance="fault-matrix-worker", **settings)
         worker = h.Worker(binary, config, workdir, http_port)
         started = time.time()
-        production = threading.Thread(target=lambda: (producer.at_rate(rate, count / rate, 300), produced.set()), daemon=True)
+        production = threading.Thread(target=lambda: (producer.at_rate(rate, count / rate, scenario.payload), produced.set()), daemon=True)
         if not scenario.preload:
             production.start()
 

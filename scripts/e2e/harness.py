@@ -177,7 +177,7 @@ class Simulator:
 
 def worker_config(workdir, servers, gateway_port, feedback_port, http_port, max_in_flight=100000, connections=2,
                   reconnect=(500, 60000, 30), instance="bench-worker-1", acceptance_ms=1000, log_level="warning",
-                  consumer_properties=None):
+                  consumer_properties=None, protocol=None):
     pki = f"{ROOT}/pki"
     path = os.path.join(workdir, "pushworker.yaml")
     extra = "".join(f'    {key}: "{value}"\n' for key, value in (consumer_properties or {}).items())
@@ -200,7 +200,7 @@ def worker_config(workdir, servers, gateway_port, feedback_port, http_port, max_
     gateway: "127.0.0.1:{gateway_port}"
     feedback: "127.0.0.1:{feedback_port}"
     connections: {connections}
-tls:
+{f"    protocol: {protocol}{chr(10)}" if protocol else ""}tls:
   ca_file: {pki}/ca.pem
 delivery:
   acceptance_window_ms: {acceptance_ms}

@@ -29,8 +29,9 @@ public struct DecodedNotification: Hashable, Sendable {
 public enum NotificationDecodingResult: Hashable, Sendable {
     case notification(DecodedNotification)
     /// The input breaks the protocol: the gateway answers with `response`, closes the connection, and discards
-    /// everything after. `detail` says what was wrong.
-    case rejected(ErrorResponse, detail: String)
+    /// everything after. `detail` says what was wrong; `command` is the first byte of what was rejected (for
+    /// command 0, the simple format, the gateway closes without answering).
+    case rejected(ErrorResponse, detail: String, command: UInt8)
 }
 
 /// Reads notifications strictly, as Apple's gateway does, and says which error response each violation earns.
@@ -47,17 +48,19 @@ public enum NotificationDecoder {
     /// A notification is consumed; after a rejection the caller stops reading (what was consumed is unspecified).
     public static func decode(from buffer: inout ByteBuffer) -> NotificationDecodingResult? {
         guard let command = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self) else { return nil }
+        let result: NotificationDecodingResult?
         switch NotificationFormat(command: command) {
-        case .frame: return decodeFrame(&buffer)
-        case .enhanced: return decodeLegacy(&buffer, format: .enhanced)
-        case .simple: return decodeLegacy(&buffer, format: .simple)
-        case nil:
-            return reject(.protocolError, 0, "unknown command \(command)")
+        case .frame: result = decodeFrame(&buffer)
+        case .enhanced: result = decodeLegacy(&buffer, format: .enhanced)
+        case .simple: result = decodeLegacy(&buffer, format: .simple)
+        case nil: result = reject(.protocolError, 0, "unknown command \(command)")
         }
+        guard case .rejected(let response, let detail, _) = result else { return result }
+        return .rejected(response, detail: detail, command: command)
     }
 
     private static func reject(_ status: GatewayStatus, _ identifier: UInt32, _ detail: String) -> NotificationDecodingResult {
-        .rejected(ErrorResponse(status: status, identifier: identifier), detail: detail)
+        .rejected(ErrorResponse(status: status, identifier: identifier), detail: detail, command: 0xFF)
     }
 
     private static func decodeLegacy(_ buffer: inout ByteBuffer, format: NotificationFormat) -> NotificationDecodingResult? {

@@ -20,7 +20,7 @@ import Testing
     }
 
     func rejection(_ input: [UInt8]) -> (UInt8, UInt32)? {
-        guard case .rejected(let response, _) = decode(input) else { return nil }
+        guard case .rejected(let response, _, _) = decode(input) else { return nil }
         return (response.status.code, response.identifier)
     }
 
@@ -104,7 +104,7 @@ import Testing
         var input = buffer(frameHi + hex("09") + frameHi)
         #expect(try decoder.decode(buffer: &input) == .notification(DecodedNotification(
             format: .frame, token: sampleToken.bytes, payload: hiPayload, identifier: 1, expiration: 0, priority: 10)))
-        guard case .rejected(let response, _) = try decoder.decode(buffer: &input) else {
+        guard case .rejected(let response, _, _) = try decoder.decode(buffer: &input) else {
             Issue.record("expected a rejection")
             return
         }
@@ -256,7 +256,7 @@ import Testing
             var rounds = 0
             while let result = NotificationDecoder.decode(from: &b) {
                 rounds += 1
-                if case .rejected(let r, _) = result {
+                if case .rejected(let r, _, _) = result {
                     #expect([2, 4, 5, 7, 128].contains(r.status.code))
                     break
                 }
