@@ -3,9 +3,11 @@ import Foundation
 import Synchronization
 
 /// Reads a range of a topic once, outside any consumer group: it starts at given offsets, at a time, or at the
-/// earliest offsets, and stops at the end offsets the partitions had when it started. It commits nothing, so the
-/// worker group's offsets never move (``KafkaAdmin/commitGroupOffsets(bootstrapServers:group:_:)`` moves them when an
-/// operator asks).
+/// earliest offsets, and stops at the end offsets the partitions had when it started (a partition is done when its
+/// position reaches its end, so a range that ends in a transaction marker or in records compacted away ends too).
+/// It commits nothing, so the worker group's offsets never move
+/// (``KafkaAdmin/commitGroupOffsets(bootstrapServers:group:_:properties:)`` moves them when an operator asks).
+/// It reads at most `readAhead` records ahead of whoever iterates ``records``, so a large range keeps memory bounded.
 public final class KafkaReplayReader: Sendable {
     public enum Start: Sendable {
         case earliest
@@ -19,19 +21,41 @@ public final class KafkaReplayReader: Sendable {
     public let topic: String
     /// Where each partition starts and ends (end exclusive) for this replay.
     public let ranges: [Int32: Range<Int64>]
-    public let records: AsyncStream<[KafkaRecord]>
+    /// The range's records in batches; each batch taken lets the reader read that many more.
+    public let records: Batches
     private let continuation: AsyncStream<[KafkaRecord]>.Continuation
+    private let budget: ReadAheadBudget
 
-    public init(properties: [String: String], topic: String, start: Start, timeoutMilliseconds: Int32 = 10_000) throws(KafkaError) {
+    /// Records read and not yet taken from ``records``, at most (a batch of up to 1,000 may pass it when nothing is
+    /// outstanding).
+    public var readAhead: Int { budget.limit }
+    /// The most records ever read and not yet taken.
+    public var peakReadAhead: Int { budget.peak }
+    /// Records read and not yet taken now.
+    public var outstandingRecords: Int { budget.outstandingNow }
+    /// Whether the reader's thread waits for the consumer to take what it read.
+    public var isWaitingForConsumer: Bool { budget.isWaiting }
+
+    public init(
+        properties: [String: String], topic: String, start: Start, readAhead: Int = 10_000,
+        timeoutMilliseconds: Int32 = 10_000
+    ) throws(KafkaError) {
         try LibRDKafka.checkVersion()
         var properties = properties
         properties["group.id"] = properties["group.id"] ?? "pushworker-replay"  // required by librdkafka; never committed
         properties["enable.auto.commit"] = "false"
         properties["enable.auto.offset.store"] = "false"
+        // The end of a partition is seen as its position, not as the last record's offset + 1.
+        properties["enable.partition.eof"] = "true"
         let configuration = try KafkaConfigurationHandle(properties)
         client = try configuration.makeClient(RD_KAFKA_CONSUMER)
         self.topic = topic
-        (records, continuation) = AsyncStream.makeStream(of: [KafkaRecord].self)
+        let budget = ReadAheadBudget(limit: max(1, readAhead))
+        self.budget = budget
+        let (stream, continuation) = AsyncStream.makeStream(of: [KafkaRecord].self)
+        continuation.onTermination = { _ in budget.cancel() }
+        self.continuation = continuation
+        records = Batches(stream: stream, budget: budget)
         do throws(KafkaError) {
             let partitions = try Self.partitions(client, topic, timeoutMilliseconds)
             var ends: [Int32: Int64] = [:]
@@ -108,18 +132,28 @@ public final class KafkaReplayReader: Sendable {
 
     private func readRange() {
         var remaining = ranges.filter { !$0.value.isEmpty }.mapValues(\.upperBound)
-        while !remaining.isEmpty {
+        while !remaining.isEmpty && !budget.isCancelled {
             var batch: [KafkaRecord] = []
             var timeout: Int32 = 100
             while batch.count < 1000, let message = rd_kafka_consumer_poll(client, timeout) {
                 timeout = 0
                 defer { rd_kafka_message_destroy(message) }
                 let m = message.pointee
-                guard m.err == RD_KAFKA_RESP_ERR_NO_ERROR, let end = remaining[m.partition], m.offset < end else { continue }
+                guard let end = remaining[m.partition] else { continue }
+                if m.err == RD_KAFKA_RESP_ERR__PARTITION_EOF {
+                    // The position reached the high watermark: past the end when the range ends in a transaction
+                    // marker or in records compacted away.
+                    if m.offset >= end { remaining[m.partition] = nil }
+                    continue
+                }
+                guard m.err == RD_KAFKA_RESP_ERR_NO_ERROR, m.offset < end else { continue }
                 batch.append(KafkaRecord(message: message))
                 if m.offset + 1 >= end { remaining[m.partition] = nil }
             }
-            if !batch.isEmpty { continuation.yield(batch) }
+            if !batch.isEmpty {
+                budget.acquire(batch.count)  // waits while the consumer is readAhead behind
+                continuation.yield(batch)
+            }
         }
         continuation.finish()
     }
@@ -130,13 +164,103 @@ public final class KafkaReplayReader: Sendable {
     }
 }
 
+extension KafkaReplayReader {
+    /// The range's batches, in order; taking one lets the reader read that many records more.
+    public struct Batches: AsyncSequence, Sendable {
+        public typealias Element = [KafkaRecord]
+        public typealias Failure = Never
+        let stream: AsyncStream<[KafkaRecord]>
+        let budget: ReadAheadBudget
+
+        public struct AsyncIterator: AsyncIteratorProtocol {
+            public typealias Element = [KafkaRecord]
+            public typealias Failure = Never
+            var base: AsyncStream<[KafkaRecord]>.AsyncIterator
+            let budget: ReadAheadBudget
+
+            public mutating func next() async -> [KafkaRecord]? {
+                let batch = await base.next()
+                if let batch { budget.release(batch.count) }
+                return batch
+            }
+        }
+
+        public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator(), budget: budget) }
+    }
+}
+
+/// How many records the reader's thread may read ahead of the consumer: it blocks (on its own thread) while that
+/// many are outstanding, until the consumer takes some or stops listening.
+final class ReadAheadBudget: @unchecked Sendable {  // every field is guarded by `condition`
+    let limit: Int
+    private let condition = NSCondition()
+    private var outstanding = 0
+    private var peakValue = 0
+    private var cancelled = false
+    private var waiting = false
+
+    init(limit: Int) { self.limit = limit }
+
+    var outstandingNow: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return outstanding
+    }
+
+    var isWaiting: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return waiting
+    }
+
+    var peak: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return peakValue
+    }
+
+    var isCancelled: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return cancelled
+    }
+
+    /// Blocks while `count` more would pass the limit (a batch always passes when nothing is outstanding).
+    func acquire(_ count: Int) {
+        condition.lock()
+        defer { condition.unlock() }
+        while !cancelled && outstanding > 0 && outstanding + count > limit {
+            waiting = true
+            condition.wait()
+        }
+        waiting = false
+        outstanding += count
+        peakValue = max(peakValue, outstanding)
+    }
+
+    func release(_ count: Int) {
+        condition.lock()
+        outstanding -= count
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Nobody listens any more: nothing waits again.
+    func cancel() {
+        condition.lock()
+        cancelled = true
+        condition.broadcast()
+        condition.unlock()
+    }
+}
+
 extension KafkaAdmin {
     /// Sets a consumer group's committed offsets (an operator's explicit reset). The group should have no active
-    /// members while this runs.
+    /// members while this runs. `properties` (security settings, say) go to the client it makes.
     public static func commitGroupOffsets(
-        bootstrapServers: String, group: String, _ offsets: [TopicPartition: Int64]
+        bootstrapServers: String, group: String, _ offsets: [TopicPartition: Int64], properties: [String: String] = [:]
     ) throws(KafkaError) {
-        let client = try groupClient(bootstrapServers, group)
+        let client = try groupClient(bootstrapServers, group, properties)
         defer { closeGroupClient(client) }
         let list = PartitionList(offsets.map { ($0.key, $0.value) })
         let error = withExtendedLifetime(list) { rd_kafka_commit(client, list.pointer, 0) }
@@ -147,9 +271,10 @@ extension KafkaAdmin {
 extension KafkaAdmin {
     /// A group's committed offsets for `partitions` (-1001 where it has none), without joining the group.
     public static func committedOffsets(
-        bootstrapServers: String, group: String, _ partitions: [TopicPartition], timeoutMilliseconds: Int32 = 10_000
+        bootstrapServers: String, group: String, _ partitions: [TopicPartition], timeoutMilliseconds: Int32 = 10_000,
+        properties: [String: String] = [:]
     ) throws(KafkaError) -> [TopicPartition: Int64] {
-        let client = try groupClient(bootstrapServers, group)
+        let client = try groupClient(bootstrapServers, group, properties)
         defer { closeGroupClient(client) }
         let list = PartitionList(partitions.map { ($0, Int64(RD_KAFKA_OFFSET_INVALID)) })
         let error = withExtendedLifetime(list) { rd_kafka_committed(client, list.pointer, timeoutMilliseconds) }
@@ -160,10 +285,13 @@ extension KafkaAdmin {
 
 extension KafkaAdmin {
     /// A consumer handle in `group` that neither subscribes nor auto-commits: for reading and setting offsets.
-    fileprivate static func groupClient(_ bootstrapServers: String, _ group: String) throws(KafkaError) -> OpaquePointer {
-        let configuration = try KafkaConfigurationHandle([
-            "bootstrap.servers": bootstrapServers, "group.id": group, "enable.auto.commit": "false", "log_level": "3",
-        ])
+    fileprivate static func groupClient(
+        _ bootstrapServers: String, _ group: String, _ properties: [String: String]
+    ) throws(KafkaError) -> OpaquePointer {
+        let configuration = try KafkaConfigurationHandle(
+            ["log_level": "3"].merging(properties) { $1 }.merging([
+                "bootstrap.servers": bootstrapServers, "group.id": group, "enable.auto.commit": "false",
+            ]) { $1 })
         return try configuration.makeClient(RD_KAFKA_CONSUMER)
     }
 

@@ -127,7 +127,7 @@ public final class Pipeline: RecordSink {
 
     /// Consumes a stream of copied records until it ends (a replay's range), waiting while the engine holds
     /// `max_in_flight` notifications.
-    public func run(records: AsyncStream<[KafkaRecord]>) async throws {
+    public func run(records: some AsyncSequence<[KafkaRecord], Never>) async throws {
         engine.start()
         for await batch in records {
             var decoded = DecodedBatch(now: wallClock())

@@ -7,11 +7,59 @@ import PushKafka
 /// `pushworker replay`: re-sends a range of the input topics through the same pipeline, outside the worker's
 /// consumer group. Expired events are reported (error events), not sent. The group's committed offsets do not
 /// move, unless ``resetGroup(configuration:start:)`` is asked for instead.
+/// Where a replay starts, for each input topic.
+public enum ReplayStart: Sendable, Equatable {
+    case earliest
+    /// UNIX milliseconds.
+    case timestamp(Int64)
+    /// Offsets per partition; a nil topic means every input topic. Partitions not named start at their earliest.
+    case offsets([ReplayOffset])
+
+    public struct ReplayOffset: Sendable, Equatable {
+        public var topic: String?
+        public var partition: Int32
+        public var offset: Int64
+
+        public init(topic: String?, partition: Int32, offset: Int64) {
+            self.topic = topic
+            self.partition = partition
+            self.offset = offset
+        }
+    }
+
+    /// The reader's start for `topic`.
+    public func start(for topic: String) -> KafkaReplayReader.Start {
+        switch self {
+        case .earliest: return .earliest
+        case .timestamp(let ms): return .timestamp(ms)
+        case .offsets(let offsets):
+            var byPartition: [Int32: Int64] = [:]
+            // A topic's own offsets win over those given for every topic.
+            for o in offsets where o.topic == nil { byPartition[o.partition] = o.offset }
+            for o in offsets where o.topic == topic { byPartition[o.partition] = o.offset }
+            return .offsets(byPartition)
+        }
+    }
+
+    /// Topics named that are not among `inputTopics`.
+    public func unknownTopics(_ inputTopics: [String]) -> [String] {
+        guard case .offsets(let offsets) = self else { return [] }
+        return Array(Set(offsets.compactMap(\.topic)).subtracting(inputTopics)).sorted()
+    }
+}
+
 public enum Replay {
+    /// How long a replay waits, after reading its range, for what it sent to get an outcome; what has none then is
+    /// reported and left (the worker group's offsets never moved).
+    public static let drainDeadline: Duration = .seconds(120)
+
     /// Replays every input topic's range; returns what the pipeline did.
     public static func run(
-        configuration: WorkerConfiguration, start: KafkaReplayReader.Start, logger: Logger
+        configuration: WorkerConfiguration, start: ReplayStart, logger: Logger
     ) async throws -> PipelineCounts {
+        if let unknown = start.unknownTopics(configuration.kafka.inputTopics).first {
+            throw ConfigurationError(key: "--from-offset", "\(unknown) is not an input topic (\(configuration.kafka.inputTopics.joined(separator: ", ")))")
+        }
         let properties = KafkaClientProperties(
             brokers: configuration.kafka.brokers, common: configuration.kafka.properties,
             consumer: configuration.kafka.consumerProperties, producer: configuration.kafka.producerProperties)
@@ -25,7 +73,10 @@ public enum Replay {
             for topic in configuration.kafka.inputTopics {
                 var consumerProperties = properties.consumerProperties(groupID: "\(configuration.kafka.groupID)-replay")
                 consumerProperties["enable.auto.commit"] = nil
-                let reader = try KafkaReplayReader(properties: consumerProperties, topic: topic, start: start)
+                // Reading stays at most max_in_flight records ahead of the pipeline.
+                let reader = try KafkaReplayReader(
+                    properties: consumerProperties, topic: topic, start: start.start(for: topic),
+                    readAhead: configuration.delivery.maxInFlight)
                 logger.info("replaying", metadata: ["topic": "\(topic)", "ranges": "\(reader.ranges.sorted { $0.key < $1.key }.map { "[\($0.key)] \($0.value.lowerBound)..<\($0.value.upperBound)" })"])
                 var pipelineConfiguration = PipelineConfiguration(
                     deliveryErrorTopic: configuration.kafka.deliveryErrorTopic,
@@ -37,10 +88,13 @@ public enum Replay {
                 async let reading: Void = reader.run()
                 try await pipeline.run(records: reader.records)
                 await reading
-                let settled = await pipeline.drain(timeout: .seconds(120))
-                while pipeline.held > 0 { try await Task.sleep(for: .milliseconds(10)) }
-                _ = await pipeline.stop()
-                if !settled { logger.warning("replay: not every notification got an outcome in time", metadata: ["topic": "\(topic)"]) }
+                let settled = await pipeline.drain(timeout: drainDeadline)
+                let unsettled = await pipeline.stop()
+                if !settled || unsettled > 0 {
+                    logger.warning("replay: not every notification got an outcome in time", metadata: [
+                        "topic": "\(topic)", "without_outcome": "\(unsettled)", "deadline": "\(drainDeadline)",
+                    ])
+                }
                 let c = pipeline.snapshot
                 total.consumed += c.consumed
                 total.submitted += c.submitted
@@ -53,15 +107,21 @@ public enum Replay {
 
     /// Moves the worker group's committed offsets to where the range starts, so that the (stopped) workers consume
     /// it again when they start. Returns the offsets set.
-    public static func resetGroup(configuration: WorkerConfiguration, start: KafkaReplayReader.Start) throws -> [TopicPartition: Int64] {
+    public static func resetGroup(configuration: WorkerConfiguration, start: ReplayStart) throws -> [TopicPartition: Int64] {
+        if let unknown = start.unknownTopics(configuration.kafka.inputTopics).first {
+            throw ConfigurationError(key: "--from-offset", "\(unknown) is not an input topic (\(configuration.kafka.inputTopics.joined(separator: ", ")))")
+        }
         var offsets: [TopicPartition: Int64] = [:]
+        let properties = ["log_level": "3"].merging(configuration.kafka.properties) { $1 }
         for topic in configuration.kafka.inputTopics {
             let reader = try KafkaReplayReader(
-                properties: ["bootstrap.servers": configuration.kafka.brokers, "log_level": "3"].merging(configuration.kafka.properties) { $1 },
-                topic: topic, start: start)
+                properties: properties.merging(["bootstrap.servers": configuration.kafka.brokers]) { $1 },
+                topic: topic, start: start.start(for: topic))
             for (partition, range) in reader.ranges { offsets[TopicPartition(topic: topic, partition: partition)] = range.lowerBound }
         }
-        try KafkaAdmin.commitGroupOffsets(bootstrapServers: configuration.kafka.brokers, group: configuration.kafka.groupID, offsets)
+        try KafkaAdmin.commitGroupOffsets(
+            bootstrapServers: configuration.kafka.brokers, group: configuration.kafka.groupID, offsets,
+            properties: configuration.kafka.properties)
         return offsets
     }
 }

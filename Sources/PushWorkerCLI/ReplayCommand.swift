@@ -25,7 +25,7 @@ struct ReplayCommand: AsyncParsableCommand {
     @Option(help: "Start at this time: UNIX seconds or an RFC 3339 date-time.")
     var fromTimestamp: String?
 
-    @Option(parsing: .singleValue, help: "Start partition P at offset O (P:O); repeat for more partitions.")
+    @Option(parsing: .singleValue, help: "Start partition P at offset O: P:O for every input topic, or TOPIC:P:O; repeat for more.")
     var fromOffset: [String] = []
 
     @Flag(help: "Start at the earliest offsets.")
@@ -40,7 +40,7 @@ struct ReplayCommand: AsyncParsableCommand {
         _ = try start()
     }
 
-    func start() throws -> KafkaReplayReader.Start {
+    func start() throws -> ReplayStart {
         if toEarliest { return .earliest }
         if let fromTimestamp {
             guard let seconds = Int64(fromTimestamp) ?? RFC3339.parse(fromTimestamp) else {
@@ -52,13 +52,15 @@ struct ReplayCommand: AsyncParsableCommand {
             }
             return .timestamp(milliseconds)
         }
-        var offsets: [Int32: Int64] = [:]
+        var offsets: [ReplayStart.ReplayOffset] = []
         for spec in fromOffset {
-            let parts = spec.split(separator: ":")
-            guard parts.count == 2, let p = Int32(parts[0]), let o = Int64(parts[1]), p >= 0, o >= 0 else {
-                throw ValidationError("--from-offset: '\(spec)' is not PARTITION:OFFSET")
+            let parts = spec.split(separator: ":", omittingEmptySubsequences: false)
+            guard (2...3).contains(parts.count), let p = Int32(parts[parts.count - 2]), let o = Int64(parts[parts.count - 1]),
+                p >= 0, o >= 0, parts.count == 2 || !parts[0].isEmpty
+            else {
+                throw ValidationError("--from-offset: '\(spec)' is not PARTITION:OFFSET or TOPIC:PARTITION:OFFSET")
             }
-            offsets[p] = o
+            offsets.append(ReplayStart.ReplayOffset(topic: parts.count == 3 ? String(parts[0]) : nil, partition: p, offset: o))
         }
         return .offsets(offsets)
     }

@@ -180,4 +180,72 @@ func drive(_ consumer: KafkaConsumer, _ received: Received) async {
         }
         #expect(received.all == Set((25..<40).map { "h\($0)" }))
     }
+
+    /// A range that ends in a transaction's commit marker: the last record is at end - 2, and the replay must still
+    /// finish (it compares the position with the end, not the last offset + 1).
+    @Test func aReplayEndsWhenTheRangeEndsInATransactionMarker() async throws {
+        let broker = try Broker()
+        defer { broker.stop() }
+        try KafkaAdmin.createTopics(bootstrapServers: broker.bootstrapServers, [("transactional", 1)])
+        let python = Process()
+        python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        python.arguments = ["python3", "-c", """
+            from confluent_kafka import Producer
+            p = Producer({"bootstrap.servers": "\(broker.bootstrapServers)", "transactional.id": "replay-test"})
+            p.init_transactions(10)
+            p.begin_transaction()
+            for i in range(10):
+                p.produce("transactional", value=b"t%d" % i)
+            p.commit_transaction(10)
+            """]
+        try python.run()
+        python.waitUntilExit()
+        try #require(python.terminationStatus == 0, "the transactional producer failed")
+        let reader = try KafkaReplayReader(
+            properties: ["bootstrap.servers": broker.bootstrapServers, "log_level": "3", "isolation.level": "read_committed"],
+            topic: "transactional", start: .earliest)
+        #expect(reader.ranges[0] == 0..<11, "ten records and the commit marker")
+        let records = try await withThrowingTaskGroup(of: [KafkaRecord]?.self) { group in
+            group.addTask { await reader.readAll() }
+            group.addTask {
+                try await Task.sleep(for: .seconds(30))
+                return nil
+            }
+            let first = try await group.next()!
+            group.cancelAll()
+            return first
+        }
+        let read = try #require(records, "the replay did not end within 30 s")
+        #expect(read.map { String(decoding: $0.value, as: UTF8.self) } == (0..<10).map { "t\($0)" })
+    }
+
+    /// Reading stops while the consumer is behind by the read-ahead: the reader's thread waits, holding no more.
+    @Test func aReplayReadsAtMostItsReadAheadBeyondWhatWasTaken() async throws {
+        let broker = try Broker()
+        defer { broker.stop() }
+        try KafkaAdmin.createTopics(bootstrapServers: broker.bootstrapServers, [("large", 2)])
+        try await produce(broker.bootstrapServers, topic: "large", (0..<20_000).map { "r\($0)" })
+        let reader = try KafkaReplayReader(
+            properties: ["bootstrap.servers": broker.bootstrapServers, "log_level": "3", "receive.message.max.bytes": "1000000000"],
+            topic: "large", start: .earliest, readAhead: 2_000)
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await reader.run() }
+            // Nothing taken yet: the reader fills its read-ahead and waits.
+            #expect(await eventually(within: .seconds(30)) { reader.isWaitingForConsumer })
+            #expect(reader.outstandingRecords <= 2_000)
+            var taken = 0
+            for await batch in reader.records { taken += batch.count }
+            #expect(taken == 20_000)
+        }
+        #expect(reader.peakReadAhead <= 2_000)
+    }
+
+    @Test func groupClientsTakeTheGivenProperties() throws {
+        let p0 = TopicPartition(topic: "history", partition: 0)
+        let error = try #require(throws: KafkaError.self) {
+            try KafkaAdmin.commitGroupOffsets(
+                bootstrapServers: "127.0.0.1:1", group: "g", [p0: 1], properties: ["socket.timeout.ms": "not a number"])
+        }
+        #expect(error.description.contains("socket.timeout.ms"))
+    }
 }

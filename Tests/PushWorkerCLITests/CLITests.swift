@@ -128,6 +128,8 @@ import Testing
         ["replay", "--config", "x.yaml"],
         ["replay", "--config", "x.yaml", "--from-timestamp", "9223372036854775807"],
         ["replay", "--config", "x.yaml", "--from-offset", "zero"],
+        ["replay", "--config", "x.yaml", "--from-offset", "t:1:2:3"],
+        ["replay", "--config", "x.yaml", "--from-offset", ":1:2"],
         ["check-config", "--config", "/nonexistent/pushworker.yaml"],
     ])
     func usageAndConfigurationErrorsExitTwo(arguments: [String]) throws {
