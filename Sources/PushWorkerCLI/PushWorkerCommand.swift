@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import PushWorker
 
 #if canImport(Glibc)
@@ -68,24 +69,37 @@ struct DemoCommand: AsyncParsableCommand {
         abstract: "Runs the whole flow on an in-process Kafka cluster and gateway simulator, then summarises it.",
         discussion: """
             Kafka is librdkafka's in-process mock cluster and the gateway is pushworker's simulator, over TLS with \
-            the test certificates of scripts/gen-pki (scripts/demo makes them). A sample stream of events (valid \
+            client certificates: a throw-away PKI made for the run (removed after it), or the files in --pki (for \
+            example those of scripts/gen-pki). A sample stream of events (valid \
             ones, a token the gateway rejects, a malformed event, a bad token, an expired event, a too-large \
             payload, an unknown app, an alert that is shortened) goes through the worker's pipeline while the \
             gateway shuts connections down (status 10) every 50 notifications; then the feedback service is read.
             """
     )
 
-    @Option(help: "The folder scripts/gen-pki wrote the test certificates to.")
-    var pki = "pki"
+    @Option(help: "A folder of test certificates (ca.pem, server.pem, server-key.pem, app.pem, app-key.pem, as scripts/gen-pki writes them); by default the demo makes a throw-away set.")
+    var pki: String?
 
     func run() async throws {
-        for file in ["ca.pem", "server.pem", "server-key.pem", "app.pem", "app-key.pem"] {
-            guard access("\(pki)/\(file)", R_OK) == 0 else {
-                throw CLIError.usage("--pki: \(pki)/\(file) is missing; run scripts/gen-pki (scripts/demo does)")
+        let directory: String
+        if let pki {
+            for file in ThrowawayPKI.files {
+                guard access("\(pki)/\(file)", R_OK) == 0 else {
+                    throw CLIError.usage("--pki: \(pki)/\(file) is missing; run scripts/gen-pki, or leave --pki out")
+                }
+            }
+            directory = pki
+        } else {
+            directory = NSTemporaryDirectory() + "pushworker-demo-pki-\(getpid())"
+            do {
+                try ThrowawayPKI.make(in: directory)
+            } catch {
+                throw CLIError.failure("demo: cannot make a throw-away PKI: \(error)")
             }
         }
+        defer { if pki == nil { try? FileManager.default.removeItem(atPath: directory) } }
         do {
-            try await Demo.run(pkiDirectory: pki) { line in printLine(line) }
+            try await Demo.run(pkiDirectory: directory) { line in printLine(line) }
         } catch let error as CLIError {
             throw error
         } catch {

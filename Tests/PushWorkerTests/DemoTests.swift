@@ -1,3 +1,5 @@
+import Foundation
+import NIOSSL
 import PushTestSupport
 import Synchronization
 import Testing
@@ -23,5 +25,19 @@ import Testing
         let offsets = committedLine.split(separator: "]").dropFirst().compactMap { Int($0.split(separator: " ").first!.split(separator: ",").first!) }
             .filter { $0 >= 0 }
         #expect(offsets.reduce(0, +) == 127, "\(committedLine)")
+    }
+
+    /// With no --pki the demo makes its own certificates: the same run, with nothing prepared beforehand.
+    @Test func theDemoRunsOnAThrowAwayPKI() async throws {
+        let directory = NSTemporaryDirectory() + "throwaway-pki-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try ThrowawayPKI.make(in: directory)
+        let app = try NIOSSLCertificate.fromPEMFile("\(directory)/app.pem")[0]
+        #expect(app.subjectName.first { $0.type == .userId }?.value == "com.example.app")
+        let lines = Mutex<[String]>([])
+        try await Demo.run(pkiDirectory: directory) { line in lines.withLock { $0.append(line) } }
+        let output = lines.withLock { $0.joined(separator: "\n") }
+        #expect(output.contains("121 notifications recorded"), "\(output)")
+        #expect(output.contains("(0 left without an outcome)"))
     }
 }
