@@ -1,5 +1,6 @@
 import NIOCore
 import PushCore
+import PushTestSupport
 import Testing
 @testable import PushGateway
 
@@ -290,7 +291,7 @@ func sendAll(_ m: inout Machine, _ n: Int) -> [UInt32] {
                     resumed()
                 }
                 // The waiter is queued before anything is released.
-                while gate.waiting == 0 { await Task.yield() }
+                try #require(await eventually(within: .seconds(10)) { gate.waiting == 1 })
                 #expect(gate.held == 8)
                 gate.release(2)
                 #expect(gate.waiting == 1)  // 4 free, 5 wanted
@@ -315,7 +316,7 @@ func sendAll(_ m: inout Machine, _ n: Int) -> [UInt32] {
                     return error
                 }
             }
-            while gate.waiting == 0 { await Task.yield() }
+            #expect(await eventually(within: .seconds(10)) { gate.waiting == 1 })
             group.cancelAll()
             let error = await group.next()!
             #expect(error is CancellationError)

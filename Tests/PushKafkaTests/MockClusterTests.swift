@@ -1,3 +1,4 @@
+import PushTestSupport
 import Synchronization
 import Testing
 @testable import PushKafka
@@ -120,7 +121,7 @@ import Testing
                     received += batch
                     if whenPaused < 0 && consumer.offsets.outstanding >= 50 {
                         // Nothing is settled yet: the consumer must pause instead of fetching the backlog.
-                        while !consumer.isPaused { await Task.yield() }
+                        #expect(await eventually(within: .seconds(30)) { consumer.isPaused })
                         whenPaused = consumer.offsets.outstanding
                         for record in received { consumer.offsets.outcomeKnown(record) }
                     } else if whenPaused >= 0 {
@@ -160,7 +161,7 @@ import Testing
                 var received: [KafkaRecord] = []
                 // Full: nothing settled, so the consumer pauses.
                 while first.offsets.outstanding < 50, let batch = await records.next() { received += batch }
-                while !first.isPaused { await Task.yield() }
+                #expect(await eventually(within: .seconds(30)) { first.isPaused })
                 // A member joins (a consumer joins when it is made), takes a partition until it has a record, and
                 // leaves: two rebalances while full.
                 guard let second = try? KafkaConsumer(properties: properties, topics: ["events"], maxOutstanding: 1000) else {

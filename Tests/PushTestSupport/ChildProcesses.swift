@@ -15,10 +15,17 @@ public final class Child {
     public let process = Process()
     private let output = Pipe()
 
-    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+    /// `standardError`: a file to write its standard error to (else it is the test's).
+    public init(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, standardError: String? = nil
+    ) throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         process.standardOutput = output
+        if let standardError {
+            _ = FileManager.default.createFile(atPath: standardError, contents: nil)
+            process.standardError = FileHandle(forWritingAtPath: standardError)
+        }
         if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         try process.run()
     }

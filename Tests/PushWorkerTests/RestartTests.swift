@@ -16,7 +16,10 @@ final class RunHarness {
     let binary = BuiltExecutable.path("pushworker")
     let count: Int
 
-    init(count: Int, simulatorFaults: [String] = [], mockCluster useMock: Bool = false) async throws {
+    init(
+        count: Int, simulatorFaults: [String] = [], mockCluster useMock: Bool = false, acceptanceWindowMs: Int = 1000,
+        logLevel: String = "warning"
+    ) async throws {
         self.count = count
         if useMock {
             let mock = try Child(BuiltExecutable.path("kafka-test-helper"), ["mock-cluster", "notifications:3", "notification-errors:1", "notification-feedback:1"])
@@ -45,10 +48,10 @@ final class RunHarness {
               consumer_properties: {"session.timeout.ms": "6000", "receive.message.max.bytes": "1000000000"}
             apps: [{bundle_id: com.example.app, certificate: \(TestPKI.path("app.pem")), private_key: \(TestPKI.path("app-key.pem")), gateway: "\(gateway)", feedback: "\(feedback)"}]
             tls: {ca_file: \(TestPKI.path("ca.pem"))}
-            delivery: {acceptance_window_ms: 1000, max_in_flight: 2000, reconnect: {initial_ms: 10, max_ms: 100}}
+            delivery: {acceptance_window_ms: \(acceptanceWindowMs), max_in_flight: 2000, reconnect: {initial_ms: 10, max_ms: 100}}
             feedback: {spool_dir: \(folder)/spool}
             http: {listen: "127.0.0.1:0"}
-            log: {level: warning}
+            log: {level: \(logLevel)}
             """.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
         try await produceEvents(servers, (0..<count).map { i in
             #"{"id":"e\#(i)","app":"com.example.app","token":"\#(Self.token(i))","payload":{"aps":{"alert":"n\#(i)"}}}"#
@@ -57,7 +60,9 @@ final class RunHarness {
 
     static func token(_ i: Int) -> String { String(format: "%064x", 0x7000_0000 + i) }
 
-    func worker() throws -> Child { try Child(binary, ["run", "--config", "\(folder)/worker.yaml"]) }
+    func worker(_ arguments: [String] = [], standardError: String? = nil) throws -> Child {
+        try Child(binary, ["run", "--config", "\(folder)/worker.yaml"] + arguments, standardError: standardError)
+    }
 
     /// Tokens the simulator recorded, with repeats.
     func recorded() -> [String] {
@@ -170,5 +175,31 @@ final class RunHarness {
         print("status 10 every 101 and a close every 1000: \(recorded.count - h.count) duplicates of \(h.count)")
         let uncommitted = try h.uncommitted()
         #expect(uncommitted == nil, "\(uncommitted ?? "")")
+    }
+
+    /// A second SIGTERM during the graceful shutdown stops the worker at once: the drain would wait out a
+    /// minute-long acceptance window; nothing unsettled is committed (it is delivered again after a restart).
+    @Test func aSecondSignalStopsAtOnceAndCommitsNothingUnsettled() async throws {
+        let h = try await RunHarness(count: 100, acceptanceWindowMs: 60_000, logLevel: "info")
+        defer { h.close() }
+        let log = "\(h.folder)/worker.log"
+        let worker = try h.worker(["--shutdown-deadline", "120"], standardError: log)
+        defer { worker.killNow() }
+        // Every notification is written and waits for its acceptance window.
+        #expect(try await h.waitForRecords { Set($0).count == h.count })
+        worker.signal(SIGTERM)
+        #expect(await eventually(within: .seconds(30)) {
+            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("shutting down")
+        })
+        let second = ContinuousClock.now
+        worker.signal(SIGTERM)
+        let status = worker.wait()
+        let took = second.duration(to: .now)
+        #expect(status == 0)
+        #expect(took < .seconds(20), "the second signal cut the drain short: \(took)")
+        #expect(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("second signal"))
+        let partitions = (0..<3).map { TopicPartition(topic: "notifications", partition: Int32($0)) }
+        let committed = try KafkaAdmin.committedOffsets(bootstrapServers: h.servers, group: "pushworker", partitions)
+        #expect(partitions.allSatisfy { (committed[$0] ?? -1) < 0 }, "nothing settled, nothing committed: \(committed)")
     }
 }
