@@ -201,28 +201,15 @@ final class ReadAheadBudget: @unchecked Sendable {  // every field is guarded by
 
     init(limit: Int) { self.limit = limit }
 
-    var outstandingNow: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return outstanding
-    }
+    var outstandingNow: Int { locked { outstanding } }
+    var isWaiting: Bool { locked { waiting } }
+    var peak: Int { locked { peakValue } }
+    var isCancelled: Bool { locked { cancelled } }
 
-    var isWaiting: Bool {
+    private func locked<T>(_ body: () -> T) -> T {
         condition.lock()
         defer { condition.unlock() }
-        return waiting
-    }
-
-    var peak: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return peakValue
-    }
-
-    var isCancelled: Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        return cancelled
+        return body()
     }
 
     /// Blocks while `count` more would pass the limit (a batch always passes when nothing is outstanding).

@@ -103,17 +103,8 @@ import Testing
 
     @Test func runNamesAKeyThatDoesNotLoadBeforeItTouchesKafka() throws {
         let folder = NSTemporaryDirectory() + "bad-key-\(getpid())"
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let config = """
-            kafka: {brokers: "127.0.0.1:\(try Broker.freePort())"}
-            apps:
-              - bundle_id: com.example.app
-                certificate: \(TestPKI.path("app.pem"))
-                private_key: \(TestPKI.path("app-key-encrypted.pem"))
-                gateway: "127.0.0.1:2195"
-            """
-        try config.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
+        try writeWorkerConfiguration(in: folder, privateKey: "app-key-encrypted.pem")
         let result = try run(["run", "--config", "\(folder)/worker.yaml"])
         #expect(result.status == 2)
         #expect(result.errors.contains("configuration error: apps[0].private_key: cannot load"), "\(result.errors)")
@@ -157,23 +148,14 @@ import Testing
 @Suite struct LogStreamTests {
     @Test func librdkafkasLinesAreJSONLikeEveryOther() throws {
         let folder = NSTemporaryDirectory() + "log-stream-\(getpid())"
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
         // Nothing listens on the broker's port: librdkafka logs its connection failures.
-        let config = """
-            kafka: {brokers: "127.0.0.1:\(try Broker.freePort())"}
-            apps:
-              - bundle_id: com.example.app
-                certificate: \(TestPKI.path("app.pem"))
-                private_key: \(TestPKI.path("app-key.pem"))
-                gateway: "127.0.0.1:\(try Broker.freePort())"
-                feedback: "127.0.0.1:\(try Broker.freePort())"
+        try writeWorkerConfiguration(in: folder, extra: """
             tls: {ca_file: \(TestPKI.path("ca.pem"))}
             feedback: {spool_dir: \(folder)/spool}
             http: {listen: "127.0.0.1:\(try Broker.freePort())"}
             log: {format: json, level: info}
-            """
-        try config.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
+            """)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: BuiltExecutable.path("pushworker"))
         process.arguments = ["run", "--config", "\(folder)/worker.yaml"]
@@ -200,4 +182,21 @@ import Testing
             #expect((try? JSONValue(parsing: String(line))) != nil, "not JSON: \(line)")
         }
     }
+}
+
+/// Writes `folder`/worker.yaml: one app with the test PKI's certificate and `privateKey`, brokers and gateways on
+/// ports nothing listens on, then `extra`.
+func writeWorkerConfiguration(in folder: String, privateKey: String = "app-key.pem", extra: String = "") throws {
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    let config = """
+        kafka: {brokers: "127.0.0.1:\(try Broker.freePort())"}
+        apps:
+          - bundle_id: com.example.app
+            certificate: \(TestPKI.path("app.pem"))
+            private_key: \(TestPKI.path(privateKey))
+            gateway: "127.0.0.1:\(try Broker.freePort())"
+            feedback: "127.0.0.1:\(try Broker.freePort())"
+        \(extra)
+        """
+    try config.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
 }
