@@ -214,6 +214,8 @@ function decodeEvent(bytes, limit) {
       priority = ev.priority;
     } else priority = background ? 5 : 10;
     if (background && priority === 10) throw new Reject("invalid_priority");
+    // the legacy formats carry no priority: the gateway takes 10
+    if (background && format !== "frame") throw new Reject("invalid_priority");
     let data = Buffer.from(compact(payloadText), "utf8");
     if (data.length > limit) {
       let span = null;

@@ -235,7 +235,7 @@ def truncate(payload_text, span, limit):
 
 # ---- events ----------------------------------------------------------------------------------------------------
 
-def decode_event(line, limit):
+def decode_event(line, limit, fmt="frame"):
     """Returns (id or None, (token bytes, payload bytes, expiration or None, priority)) or raises Reject."""
     try:
         text = line.decode("utf-8")
@@ -287,6 +287,9 @@ def decode_event(line, limit):
         else:
             priority = 5 if background else 10
         if background and priority == 10:
+            raise Reject("invalid_priority")
+        if background and fmt != "frame":
+            # the legacy formats carry no priority: the gateway takes 10
             raise Reject("invalid_priority")
         p_start, p_end = members(text, skip_ws(text, 0))["payload"]
         payload_text = text[p_start:p_end]
@@ -345,7 +348,7 @@ def main():
             if not line.strip(b" \t\r"):
                 continue
             try:
-                ev_id, (token, payload, expiration, priority) = decode_event(line, limit)
+                ev_id, (token, payload, expiration, priority) = decode_event(line, limit, args.format)
                 if expiration is None:
                     expiration = min(max(1, args.now + args.default_ttl), 0xFFFFFFFF)
                 if expiration != 0 and expiration < args.now:
