@@ -23,16 +23,25 @@ public struct DeliveryTicket: Hashable, Sendable, ExpressibleByIntegerLiteral, C
 public struct Delivery: Sendable {
     /// The caller's reference, echoed in the outcome.
     public var ticket: DeliveryTicket
-    /// The notification in the pool's format, identifier 0.
-    let frame: ByteBuffer
-    /// Where the identifier sits in `frame` (nil for the simple format, which has none).
-    let identifierOffset: Int?
+    /// The notification in the pool's format, identifier 0, in an array of exactly its size.
+    let frame: [UInt8]
+    /// Where the identifier sits in `frame` (0 for the simple format, which has none: no identifier is at 0 in the
+    /// other formats, whose first byte is the command).
+    let identifierOffset: UInt16
     /// UNIX seconds; 0 never expires.
     public let expiration: UInt32
+    private var sendCount: UInt16 = 0
+    private var failureCount: UInt16 = 0
     /// Times written to a gateway connection.
-    public internal(set) var sends = 0
+    public internal(set) var sends: Int {
+        get { Int(sendCount) }
+        set { sendCount = UInt16(clamping: newValue) }
+    }
     /// Transient failures (status 1 or 255, or a connection that broke with it in flight).
-    public internal(set) var transientFailures = 0
+    public internal(set) var transientFailures: Int {
+        get { Int(failureCount) }
+        set { failureCount = UInt16(clamping: newValue) }
+    }
 
     public init(ticket: UInt64, notification: PushNotification, format: NotificationFormat) {
         self.init(ticket: DeliveryTicket(ticket), notification: notification, format: format)
@@ -42,21 +51,20 @@ public struct Delivery: Sendable {
         self.ticket = ticket
         var n = notification
         n.identifier = 0
-        frame = NotificationEncoder.encode(n, format: format)
+        frame = NotificationEncoder.encodeBytes(n, format: format)
         expiration = notification.expiration
         switch format {
-        case .frame: identifierOffset = 5 + 3 + n.token.bytes.count + 3 + n.payload.count + 3
+        case .frame: identifierOffset = UInt16(5 + 3 + n.token.bytes.count + 3 + n.payload.count + 3)
         case .enhanced: identifierOffset = 1
-        case .simple: identifierOffset = nil
+        case .simple: identifierOffset = 0
         }
     }
 
     /// Writes the frame with `identifier` into `buffer`.
     func write(identifier: UInt32, into buffer: inout ByteBuffer) {
         let start = buffer.writerIndex
-        var copy = frame
-        buffer.writeBuffer(&copy)
-        if let offset = identifierOffset { buffer.setInteger(identifier, at: start + offset) }
+        buffer.writeBytes(frame)
+        if identifierOffset != 0 { buffer.setInteger(identifier, at: start + Int(identifierOffset)) }
     }
 }
 

@@ -251,7 +251,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
             if batch.isEmpty { break }
             batches += 1
             let unixNow = unixSeconds()
-            var buffer = context.channel.allocator.buffer(capacity: batch.count * (batch[0].frame.readableBytes + 16))
+            var buffer = context.channel.allocator.buffer(capacity: batch.count * (batch[0].frame.count + 16))
             var expired: [DeliveryOutcome] = []
             for delivery in batch {
                 switch machine.send(delivery, now: now, unixNow: unixNow) {

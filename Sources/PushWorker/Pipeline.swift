@@ -37,9 +37,45 @@ struct HeldEvent: Sendable {
     var id: String
     /// The endpoint's index in the configuration.
     var endpoint: Int
-    var token: DeviceToken
+    private var compactToken: CompactToken
     /// The Kafka record's timestamp, UNIX milliseconds (-1 when none).
     var timestamp: Int64
+
+    init(id: String, endpoint: Int, token: DeviceToken, timestamp: Int64) {
+        self.id = id
+        self.endpoint = endpoint
+        self.compactToken = CompactToken(token)
+        self.timestamp = timestamp
+    }
+
+    var token: DeviceToken { compactToken.token }
+}
+
+/// A device token kept inside its holder when it has at most 32 bytes (Apple's have 32): no array of its own per
+/// held notification. Longer ones keep their bytes.
+struct CompactToken: Sendable {
+    private var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+    private var count: UInt8
+    private var long: [UInt8]?
+
+    init(_ token: DeviceToken) {
+        let bytes = token.bytes
+        count = UInt8(clamping: bytes.count)
+        guard bytes.count <= 32 else {
+            long = bytes
+            return
+        }
+        withUnsafeMutableBytes(of: &words) { raw in
+            bytes.withUnsafeBytes { raw.copyMemory(from: $0) }
+        }
+    }
+
+    var token: DeviceToken {
+        if let long { return try! DeviceToken(bytes: long) }
+        var copy = words
+        let bytes = withUnsafeBytes(of: &copy) { Array($0.prefix(Int(count))) }
+        return try! DeviceToken(bytes: bytes)  // 1 to 32 bytes, from a DeviceToken
+    }
 }
 
 /// The worker's flow for each record: decode and validate, pick the app's connection pool, deliver, and turn the
@@ -324,18 +360,20 @@ public final class Pipeline: RecordSink {
                 accepted += 1
                 if entry.timestamp > 0 { latency.recordMilliseconds(max(0, now - entry.timestamp)) }
                 if let reportTopic, let source {
+                    let token = entry.token
                     let report = DeliveryReport(
-                        eventID: entry.id, app: endpoint.app, environment: endpoint.environment, token: entry.token,
+                        eventID: entry.id, app: endpoint.app, environment: endpoint.environment, token: token,
                         attempts: outcome.attempts, source: source, occurredAt: now)
-                    messages.append(OutgoingMessage(topic: reportTopic, key: Array(entry.token.hex.utf8), value: report.json(), ticket: ticket))
+                    messages.append(OutgoingMessage(topic: reportTopic, key: Array(token.hex.utf8), value: report.json(), ticket: ticket))
                 }
             case .failed(let reason, let status, let detail):
                 guard let source else { continue }
+                let hex = entry.token.hex
                 let event = DeliveryErrorEvent(
-                    eventID: entry.id, app: endpoint.app, environment: endpoint.environment.rawValue, token: entry.token.hex,
+                    eventID: entry.id, app: endpoint.app, environment: endpoint.environment.rawValue, token: hex,
                     reason: reason, status: status?.code, detail: detail, attempts: outcome.attempts, source: source,
-                    occurredAt: now, messageKey: entry.token.hex)
-                messages.append(OutgoingMessage(topic: errorTopic, key: Array(entry.token.hex.utf8), value: event.json(), ticket: ticket))
+                    occurredAt: now, messageKey: hex)
+                messages.append(OutgoingMessage(topic: errorTopic, key: Array(hex.utf8), value: event.json(), ticket: ticket))
                 reasons.append(reason)
             }
         }

@@ -44,28 +44,7 @@ public enum NotificationEncoder {
         let size = notification.encodedSize(format)
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { out in
             var w = RawWriter(out)
-            let token = notification.token.bytes
-            let payload = notification.payload
-            switch format {
-            case .frame:
-                w.u8(2)
-                w.u32(UInt32(size - 5))
-                w.u8(Item.deviceToken.rawValue); w.u16(UInt16(token.count)); w.bytes(token)
-                w.u8(Item.payload.rawValue); w.u16(UInt16(payload.count)); w.bytes(payload)
-                w.u8(Item.identifier.rawValue); w.u16(4); w.u32(notification.identifier)
-                w.u8(Item.expiration.rawValue); w.u16(4); w.u32(notification.expiration)
-                w.u8(Item.priority.rawValue); w.u16(1); w.u8(notification.priority.rawValue)
-            case .enhanced:
-                w.u8(1)
-                w.u32(notification.identifier)
-                w.u32(notification.expiration)
-                w.u16(UInt16(token.count)); w.bytes(token)
-                w.u16(UInt16(payload.count)); w.bytes(payload)
-            case .simple:
-                w.u8(0)
-                w.u16(UInt16(token.count)); w.bytes(token)
-                w.u16(UInt16(payload.count)); w.bytes(payload)
-            }
+            write(notification, format: format, size: size, to: &w)
             return w.offset
         }
     }
@@ -75,6 +54,44 @@ public enum NotificationEncoder {
         var buffer = ByteBufferAllocator().buffer(capacity: notification.encodedSize(format))
         encode(notification, format: format, into: &buffer)
         return buffer
+    }
+
+    /// The encoded bytes of one notification in an array of exactly their size (a `ByteBuffer` rounds its
+    /// capacity up to a power of two: 512 bytes for a 350-byte frame, which a held notification would keep).
+    @inlinable
+    public static func encodeBytes(_ notification: PushNotification, format: NotificationFormat) -> [UInt8] {
+        let size = notification.encodedSize(format)
+        return [UInt8](unsafeUninitializedCapacity: size) { out, count in
+            var w = RawWriter(UnsafeMutableRawBufferPointer(out))
+            write(notification, format: format, size: size, to: &w)
+            count = w.offset
+        }
+    }
+
+    @inlinable
+    static func write(_ notification: PushNotification, format: NotificationFormat, size: Int, to w: inout RawWriter) {
+        let token = notification.token.bytes
+        let payload = notification.payload
+        switch format {
+        case .frame:
+            w.u8(2)
+            w.u32(UInt32(size - 5))
+            w.u8(Item.deviceToken.rawValue); w.u16(UInt16(token.count)); w.bytes(token)
+            w.u8(Item.payload.rawValue); w.u16(UInt16(payload.count)); w.bytes(payload)
+            w.u8(Item.identifier.rawValue); w.u16(4); w.u32(notification.identifier)
+            w.u8(Item.expiration.rawValue); w.u16(4); w.u32(notification.expiration)
+            w.u8(Item.priority.rawValue); w.u16(1); w.u8(notification.priority.rawValue)
+        case .enhanced:
+            w.u8(1)
+            w.u32(notification.identifier)
+            w.u32(notification.expiration)
+            w.u16(UInt16(token.count)); w.bytes(token)
+            w.u16(UInt16(payload.count)); w.bytes(payload)
+        case .simple:
+            w.u8(0)
+            w.u16(UInt16(token.count)); w.bytes(token)
+            w.u16(UInt16(payload.count)); w.bytes(payload)
+        }
     }
 }
 

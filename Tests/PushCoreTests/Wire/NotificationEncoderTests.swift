@@ -16,6 +16,7 @@ import Testing
             05 0001 0a
             """)
         #expect(bytes(NotificationEncoder.encode(n, format: .frame)) == expected)
+        #expect(NotificationEncoder.encodeBytes(n, format: .frame) == expected)
     }
 
     @Test func frameWithHundredByteTokenAndMaximalPayload() throws {
@@ -32,6 +33,7 @@ import Testing
             hex("02 0000087c  01 0064") + hex(tokenHex) + hex("02 0800") + payload
             + hex("03 0004 deadbeef  04 0004 7fffffff  05 0001 05")
         #expect(bytes(NotificationEncoder.encode(n, format: .frame)) == expected)
+        #expect(NotificationEncoder.encodeBytes(n, format: .frame) == expected)
     }
 
     @Test func eventWithMultiByteAlertPriorityFiveAndExpirationZero() throws {
@@ -64,6 +66,7 @@ import Testing
             0016 7b22617073223a7b22616c657274223a224869227d7d
             """)
         #expect(bytes(NotificationEncoder.encode(n, format: .enhanced)) == expected)
+        #expect(NotificationEncoder.encodeBytes(n, format: .enhanced) == expected)
     }
 
     @Test func simpleFormat() {
@@ -74,6 +77,7 @@ import Testing
             0016 7b22617073223a7b22616c657274223a224869227d7d
             """)
         #expect(bytes(NotificationEncoder.encode(n, format: .simple)) == expected)
+        #expect(NotificationEncoder.encodeBytes(n, format: .simple) == expected)
     }
 
     @Test func encodingAppendsToWhatIsInTheBuffer() {
