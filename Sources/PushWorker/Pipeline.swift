@@ -1,6 +1,7 @@
 import Logging
 import Metrics
 import NIOCore
+import NIOPosix
 import PushCore
 import PushGateway
 import PushKafka
@@ -125,6 +126,9 @@ public final class Pipeline: RecordSink {
     })
     /// From the Kafka record's timestamp to acceptance by the gateway.
     private let latency = Timer(label: "pushworker_delivery_latency_seconds")
+    /// Outcome batches resolved in the ledger whose output events are still being built (on NIO's thread pool,
+    /// off the event loops that report outcomes).
+    private let outputsPending = Atomic<Int>(0)
 
     public init(
         configuration: PipelineConfiguration, producer: KafkaProducer, delivery: DeliveryConfiguration,
@@ -181,7 +185,25 @@ public final class Pipeline: RecordSink {
         await engine.stop().count
     }
 
-    public func drain(timeout: Duration) async -> Bool { await engine.drain(timeout: timeout) }
+    /// Waits until every delivery has its outcome and every outcome's output events are handed to the producer, or
+    /// until `timeout`; returns whether all of it happened.
+    public func drain(timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now.advanced(by: timeout)
+        guard await engine.drain(timeout: timeout) else { return false }
+        return await outputsHandedOver(before: deadline)
+    }
+
+    /// Output batches still being built.
+    public var pendingOutputs: Int { outputsPending.load(ordering: .relaxed) }
+
+    /// Waits (yielding; building a batch takes microseconds) until no output batch is being built, or `deadline`.
+    public func outputsHandedOver(before deadline: ContinuousClock.Instant) async -> Bool {
+        while outputsPending.load(ordering: .acquiring) > 0 {
+            if ContinuousClock.now >= deadline || Task.isCancelled { return false }
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+        return true
+    }
 
     public var engineStatus: [AppKey: PoolStatus] {
         Dictionary(uniqueKeysWithValues: engine.apps.compactMap { k in engine.status(of: k).map { (k, $0) } })
@@ -349,6 +371,16 @@ public final class Pipeline: RecordSink {
             }
         }
         guard !resolved.isEmpty else { return }
+        // The output events are built off the event loop that reported the outcomes: it goes back to its sockets.
+        outputsPending.add(1, ordering: .relaxed)
+        NIOThreadPool.singleton.submit { [self] _ in
+            produceOutputs(resolved)
+            outputsPending.subtract(1, ordering: .releasing)
+        }
+    }
+
+    /// Builds and produces the output events of resolved outcomes, and counts them.
+    private func produceOutputs(_ resolved: [(DeliveryOutcome, LedgerTicket, HeldEvent, RecordSource?)]) {
         let now = wallClock()
         var messages: [OutgoingMessage] = []
         var accepted = 0

@@ -106,7 +106,7 @@ public final class Worker: Sendable {
         let deadline = ContinuousClock.now.advanced(by: shutdownDeadline)
         let drained = await pipeline.drain(timeout: shutdownDeadline)
         // Output events of settled records must reach the broker before their offsets are committed.
-        while producer.unacknowledged > 0 && ContinuousClock.now < deadline && !Task.isCancelled {
+        while (producer.unacknowledged > 0 || pipeline.pendingOutputs > 0) && ContinuousClock.now < deadline && !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(10))
         }
         let unsettled = await pipeline.stop()
