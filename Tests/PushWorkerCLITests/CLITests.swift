@@ -184,18 +184,19 @@ import Testing
     }
 }
 
-/// Writes `folder`/worker.yaml: one app with the test PKI's certificate and `privateKey`, brokers and gateways on
-/// ports nothing listens on, then `extra`.
+/// Writes `folder`/worker.yaml: one app with the test PKI's certificate and `privateKey`, the broker and the
+/// gateways on port 1 of loopback (privileged, outside the ephemeral range: nothing listens there, and no other
+/// test's server can be given it while the worker keeps reconnecting), then `extra`.
 func writeWorkerConfiguration(in folder: String, privateKey: String = "app-key.pem", extra: String = "") throws {
     try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
     let config = """
-        kafka: {brokers: "127.0.0.1:\(try Broker.freePort())"}
+        kafka: {brokers: "127.0.0.1:1"}
         apps:
           - bundle_id: com.example.app
             certificate: \(TestPKI.path("app.pem"))
             private_key: \(TestPKI.path(privateKey))
-            gateway: "127.0.0.1:\(try Broker.freePort())"
-            feedback: "127.0.0.1:\(try Broker.freePort())"
+            gateway: "127.0.0.1:1"
+            feedback: "127.0.0.1:1"
         \(extra)
         """
     try config.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)

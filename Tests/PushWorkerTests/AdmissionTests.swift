@@ -31,7 +31,9 @@ import Testing
                 privateKeyPath: TestPKI.path("app-key.pem"), caPath: TestPKI.path("ca.pem"))
         }
         // Nothing listens on `refused`: every connection attempt of app "down" is refused.
-        let refused = try Broker.freePort()
+        // (Port 1: privileged and outside the ephemeral range, so no other test's server is given it while this
+        // app keeps reconnecting.)
+        let refused = 1
         var delivery = DeliveryConfiguration()
         delivery.maxInFlight = 1000
         delivery.acceptanceWindow = .milliseconds(200)
