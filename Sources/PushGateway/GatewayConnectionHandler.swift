@@ -31,6 +31,15 @@ enum ConnectionEnd: Sendable, Equatable {
     /// The engine is stopping.
     case stopped
 
+    /// Whether what was in flight goes back uncounted: stopping, or refused credentials, are not the notifications'
+    /// fault.
+    var handsBackUncounted: Bool {
+        switch self {
+        case .stopped, .handshakeRefused: true
+        default: false
+        }
+    }
+
     /// Whether it ended before the connection was ever usable.
     var failedBeforeReady: Bool {
         switch self {
@@ -208,9 +217,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
         let settlement: ConnectionStateMachine<ContinuousClock.Instant>.Settlement
         if !machine.isOpen {
             settlement = .init()
-        } else if case .handshakeRefused = reason {
-            settlement = machine.abandon()  // refused credentials are not the notifications' fault
-        } else if reason == .stopped {
+        } else if reason.handsBackUncounted {
             settlement = machine.abandon()
         } else {
             let early = carried && pool.windowBlamed(acceptedOnConnection: machine.acceptedCount)

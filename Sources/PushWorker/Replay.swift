@@ -41,6 +41,14 @@ public enum ReplayStart: Sendable, Equatable {
         }
     }
 
+    /// Throws, naming `--from-offset`, when a topic named is not among `inputTopics`.
+    public func requireInputTopics(_ inputTopics: [String]) throws(ConfigurationError) {
+        if let unknown = unknownTopics(inputTopics).first {
+            throw ConfigurationError(
+                key: "--from-offset", "\(unknown) is not an input topic (\(inputTopics.joined(separator: ", ")))")
+        }
+    }
+
     /// Topics named that are not among `inputTopics`.
     public func unknownTopics(_ inputTopics: [String]) -> [String] {
         guard case .offsets(let offsets) = self else { return [] }
@@ -57,9 +65,7 @@ public enum Replay {
     public static func run(
         configuration: WorkerConfiguration, start: ReplayStart, logger: Logger
     ) async throws -> PipelineCounts {
-        if let unknown = start.unknownTopics(configuration.kafka.inputTopics).first {
-            throw ConfigurationError(key: "--from-offset", "\(unknown) is not an input topic (\(configuration.kafka.inputTopics.joined(separator: ", ")))")
-        }
+        try start.requireInputTopics(configuration.kafka.inputTopics)
         let properties = KafkaClientProperties(
             brokers: configuration.kafka.brokers, common: configuration.kafka.properties,
             consumer: configuration.kafka.consumerProperties, producer: configuration.kafka.producerProperties)
@@ -108,9 +114,7 @@ public enum Replay {
     /// Moves the worker group's committed offsets to where the range starts, so that the (stopped) workers consume
     /// it again when they start. Returns the offsets set.
     public static func resetGroup(configuration: WorkerConfiguration, start: ReplayStart) throws -> [TopicPartition: Int64] {
-        if let unknown = start.unknownTopics(configuration.kafka.inputTopics).first {
-            throw ConfigurationError(key: "--from-offset", "\(unknown) is not an input topic (\(configuration.kafka.inputTopics.joined(separator: ", ")))")
-        }
+        try start.requireInputTopics(configuration.kafka.inputTopics)
         var offsets: [TopicPartition: Int64] = [:]
         let properties = ["log_level": "3"].merging(configuration.kafka.properties) { $1 }
         for topic in configuration.kafka.inputTopics {
