@@ -33,12 +33,61 @@ public struct RecordedNotification: Hashable, Sendable {
     }
 }
 
+/// A request the simulated HTTP/2 API accepted (200).
+public struct RecordedRequest: Hashable, Sendable {
+    public var token: [UInt8]
+    public var topic: String
+    public var pushType: String
+    public var priority: Int
+    public var expiration: UInt32
+    public var collapseID: String?
+    public var apnsID: String
+    public var body: [UInt8]
+    /// The API connection's number (1 for the first).
+    public var connection: Int
+    /// UNIX milliseconds.
+    public var time: Int64
+
+    init(accepted: AcceptedRequest, connection: Int, time: Int64) {
+        token = accepted.token
+        topic = accepted.topic
+        pushType = accepted.pushType
+        priority = accepted.priority
+        expiration = accepted.expiration
+        collapseID = accepted.collapseID
+        apnsID = accepted.apnsID
+        body = accepted.body
+        self.connection = connection
+        self.time = time
+    }
+
+    /// The record file's line: `{"api":true,"topic":...,"token":...,"push_type":...,"priority":...,
+    /// "expiration":...,"collapse_id":...,"apns_id":...,"payload":{...},"connection":N,"time":...,"time_ms":...}`.
+    public var jsonLine: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(220 + body.count + token.count * 2)
+        out.append(contentsOf: "{\"api\":true,\"topic\":".utf8)
+        JSONWriter.appendQuoted(topic, to: &out)
+        out.append(contentsOf: ",\"token\":\"\(Hex.encode(token))\",\"push_type\":\"\(pushType)\",\"priority\":\(priority),\"expiration\":\(expiration),\"collapse_id\":".utf8)
+        if let collapseID { JSONWriter.appendQuoted(collapseID, to: &out) } else { out.append(contentsOf: "null".utf8) }
+        out.append(contentsOf: ",\"apns_id\":\"\(apnsID)\",\"payload\":".utf8)
+        if JSONCheck.isObject(body) {
+            out.append(contentsOf: body)
+        } else {
+            JSONWriter.appendQuoted(String(decoding: body, as: UTF8.self), to: &out)
+        }
+        out.append(contentsOf: ",\"connection\":\(connection),\"time\":\"\(RFC3339.format(unixMilliseconds: time))\",\"time_ms\":\(time)}".utf8)
+        return out
+    }
+}
+
 /// Writes the record file (JSON lines) off the event loops, on one thread of its own, in order, in large writes;
 /// optionally keeps the records in memory as well.
 final class Recorder: Sendable {
     private struct Pending {
         var bytes: [UInt8] = []
         var records: [RecordedNotification] = []
+        var requests: [RecordedRequest] = []
     }
 
     private let pending = Mutex(Pending())
@@ -81,6 +130,25 @@ final class Recorder: Sendable {
         }
         if let batch { submit(batch) }
     }
+
+    func append(request: RecordedRequest) {
+        guard isActive else { return }
+        var line: [UInt8] = []
+        if descriptor != nil {
+            line = request.jsonLine
+            line.append(0x0A)
+        }
+        let batch: [UInt8]? = pending.withLock { p in
+            if keepInMemory { p.requests.append(request) }
+            p.bytes.append(contentsOf: line)
+            guard p.bytes.count >= Recorder.writeThreshold else { return nil }
+            defer { p.bytes = [] }
+            return p.bytes
+        }
+        if let batch { submit(batch) }
+    }
+
+    var requests: [RecordedRequest] { pending.withLock { $0.requests } }
 
     private func submit(_ batch: [UInt8]) {
         guard let fd = descriptor else { return }

@@ -1,7 +1,10 @@
 import Logging
 import NIOCore
+import NIOHPACK
+import NIOHTTP2
 import NIOPosix
 import NIOSSL
+import NIOTLS
 import PushCore
 import ServiceLifecycle
 import Synchronization
@@ -10,11 +13,17 @@ import Synchronization
 public struct SimulatorAddresses: Hashable, Sendable {
     public var gateway: SocketAddress
     public var feedback: SocketAddress
+    /// The HTTP/2 provider API, when served.
+    public var api: SocketAddress?
 
-    /// The start-up line of `pushworker simulate`: `{"gateway": "127.0.0.1:A", "feedback": "127.0.0.1:B"}`.
+    /// The start-up line of `pushworker simulate`: `{"gateway": "127.0.0.1:A", "feedback": "127.0.0.1:B"}`, with
+    /// `"api": "127.0.0.1:C"` when the API is served.
     public var json: String {
-        "{\"gateway\": \"\(Self.hostPort(gateway))\", \"feedback\": \"\(Self.hostPort(feedback))\"}"
+        let api = self.api.map { ", \"api\": \"\(Self.hostPort($0))\"" } ?? ""
+        return "{\"gateway\": \"\(Self.hostPort(gateway))\", \"feedback\": \"\(Self.hostPort(feedback))\"\(api)}"
     }
+
+    public var apiPort: Int? { api?.port }
 
     public var gatewayPort: Int { gateway.port! }
     public var feedbackPort: Int { feedback.port! }
@@ -36,6 +45,9 @@ public struct SimulatorAddresses: Hashable, Sendable {
 public final class GatewaySimulator: Service, Sendable {
     public let configuration: SimulatorConfiguration
     private let tlsContext: NIOSSLContext
+    /// The API's TLS: ALPN h2; a client certificate required, or optional with provider tokens.
+    private let apiTLSContext: NIOSSLContext?
+    private let apiCheck: APIRequestCheck?
     private let group: any EventLoopGroup
     private let logger: Logger
     private let state: SimulatorState
@@ -67,8 +79,35 @@ public final class GatewaySimulator: Service, Sendable {
             tls.certificateVerification = .noHostnameVerification
             tls.minimumTLSVersion = .tlsv12
             tlsContext = try NIOSSLContext(configuration: tls)
+            if configuration.apiPort != nil {
+                var api = tls
+                api.applicationProtocols = ["h2"]
+                if configuration.tokenKeyPath != nil { api.certificateVerification = .optionalVerification }
+                apiTLSContext = try NIOSSLContext(configuration: api)
+            } else {
+                apiTLSContext = nil
+            }
         } catch {
             throw SimulatorInputError("cannot load the simulator's TLS files: \(error)")
+        }
+        if configuration.apiPort != nil {
+            var verifier: ProviderTokenVerifier?
+            if let path = configuration.tokenKeyPath {
+                guard let team = configuration.teamID, let key = configuration.keyID else {
+                    throw SimulatorInputError("--token-key needs --team-id and --key-id")
+                }
+                let pem: String
+                do {
+                    pem = try String(contentsOfFile: path, encoding: .utf8)
+                } catch {
+                    throw SimulatorInputError("cannot read --token-key \(path): \(error)")
+                }
+                verifier = try ProviderTokenVerifier(teamID: team, keyID: key, pem: pem)
+            }
+            apiCheck = APIRequestCheck(
+                verifier: verifier, invalidTokens: configuration.invalidTokens, unregistered: configuration.unregistered)
+        } else {
+            apiCheck = nil
         }
     }
 
@@ -88,8 +127,19 @@ public final class GatewaySimulator: Service, Sendable {
             try? await gateway.close()
             throw error
         }
-        channels.withLock { $0 = [gateway, feedback] }
-        let addresses = SimulatorAddresses(gateway: gateway.localAddress!, feedback: feedback.localAddress!)
+        var api: (any Channel)?
+        if let port = configuration.apiPort {
+            do {
+                api = try await bind(port: port) { [self] channel in try self.initializeAPIChannel(channel) }
+            } catch {
+                try? await gateway.close()
+                try? await feedback.close()
+                throw error
+            }
+        }
+        channels.withLock { $0 = [gateway, feedback] + (api.map { [$0] } ?? []) }
+        let addresses = SimulatorAddresses(
+            gateway: gateway.localAddress!, feedback: feedback.localAddress!, api: api?.localAddress)
         logger.info("simulator listening", metadata: ["gateway": "\(addresses.gateway)", "feedback": "\(addresses.feedback)"])
         return addresses
     }
@@ -151,6 +201,52 @@ public final class GatewaySimulator: Service, Sendable {
                 .childChannelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 4096))
         }
         return try await bootstrap.bind(host: configuration.host, port: port).get()
+    }
+
+    /// An API connection: TLS with ALPN h2; once negotiated, certificate or token authentication decides the
+    /// initial stream limit, and each stream gets an ``APIStreamHandler``.
+    private func initializeAPIChannel(_ channel: any Channel) throws {
+        guard let apiTLSContext, let apiCheck else { return }
+        let context = APIServerContext(
+            check: apiCheck, configuration: configuration, state: state, recorder: recorder, logger: logger)
+        let pipeline = channel.pipeline.syncOperations
+        try pipeline.addHandler(NIOSSLServerHandler(context: apiTLSContext))
+        try pipeline.addHandler(ApplicationProtocolNegotiationHandler { result, channel in
+            guard case .negotiated("h2") = result else {
+                context.logger.notice("api: client did not negotiate h2; closing")
+                return channel.close()
+            }
+            let app = (try? channel.pipeline.syncOperations.nioSSL_peerCertificate())?
+                .subjectName.first { $0.type == .userId }?.value
+            let peerCertificate = (try? channel.pipeline.syncOperations.nioSSL_peerCertificate()) != nil
+            let authentication: APIAuthentication
+            if let app {
+                authentication = .certificate(app: app)
+            } else if peerCertificate || context.check.verifier == nil {
+                context.logger.notice("api: client certificate names no app (no UID in its subject); closing")
+                return channel.close()
+            } else {
+                authentication = .token
+            }
+            let connection = APIConnection(
+                number: context.state.openAPIConnection(), authentication: authentication, context: context,
+                channel: channel)
+            var settings = NIOHTTP2Handler.ConnectionConfiguration()
+            settings.initialSettings = [
+                HTTP2Setting(parameter: .maxConcurrentStreams, value: connection.initialStreamLimit),
+                HTTP2Setting(parameter: .maxHeaderListSize, value: HPACKDecoder.defaultMaxHeaderListSize),
+            ]
+            return channel.eventLoop.makeCompletedFuture {
+                _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
+                    mode: .server, connectionConfiguration: settings,
+                    streamConfiguration: NIOHTTP2Handler.StreamConfiguration()
+                ) { stream in
+                    stream.eventLoop.makeCompletedFuture {
+                        try stream.pipeline.syncOperations.addHandler(APIStreamHandler(connection: connection))
+                    }
+                }
+            }
+        })
     }
 
     private func initializeGatewayChannel(_ channel: any Channel) throws {

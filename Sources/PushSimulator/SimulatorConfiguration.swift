@@ -16,10 +16,12 @@ public struct SimulatorConfiguration: Sendable {
     public var recordInMemory = false
 
     /// After a connection has accepted this many notifications, answer status 10 naming the last, then close.
+    /// On the API: the Nth request of a connection gets 503 Shutdown, then GOAWAY and close.
     public var shutdownEvery: Int?
-    /// After a connection has accepted this many notifications, close it without an error response.
+    /// After a connection has accepted this many notifications, close it without an error response. On the API:
+    /// the Nth request of a connection gets no answer and the connection is cut.
     public var closeEvery: Int?
-    /// Tokens answered with status 8 (invalid token).
+    /// Tokens answered with status 8 (invalid token); on the API, 400 BadDeviceToken.
     public var invalidTokens: Set<[UInt8]> = []
     /// The share of notifications answered with status 1 (processing error), from a generator seeded with `seed`.
     public var processingErrorRate = 0.0
@@ -31,6 +33,27 @@ public struct SimulatorConfiguration: Sendable {
     public var errorResponseDelayMilliseconds = 0
     /// The first N connection attempts (to the gateway port) are closed at once.
     public var refuseConnections = 0
+
+    // MARK: The HTTP/2 provider API (SPEC section 9)
+
+    /// Serve the API on this port (0 picks a free one); nil: not at all.
+    public var apiPort: Int?
+    /// Provider-token authentication: the team's key (public, or the `.p8` private key) and its ids. Without it,
+    /// API connections need a client certificate.
+    public var tokenKeyPath: String?
+    public var teamID: String?
+    public var keyID: String?
+    /// Tokens answered 410 Unregistered, with the timestamp (milliseconds) the answer carries.
+    public var unregistered: [[UInt8]: Int64] = [:]
+    /// After this many answered requests, a connection sends GOAWAY naming the last and closes.
+    public var goawayEvery: Int?
+    /// The share of otherwise accepted requests answered 429 TooManyRequests, and 503 ServiceUnavailable.
+    public var rate429 = 0.0
+    public var rate503 = 0.0
+    /// Every API answer waits this long.
+    public var responseDelayMilliseconds = 0
+    /// The SETTINGS_MAX_CONCURRENT_STREAMS of API connections (a token connection starts at 1 until a success).
+    public var maxConcurrentStreams = 1000
 
     /// Tuples every app's feedback list starts with.
     public var feedback: [FeedbackEntry] = []
@@ -72,6 +95,20 @@ public struct FeedbackEntry: Hashable, Sendable {
         }
         return entries
     }
+}
+
+/// Parses the `--unregistered` file: lines `HEXTOKEN UNIXTIME_MS`; blank lines and `#` comments are skipped.
+public func parseUnregisteredList(_ text: String) throws(SimulatorInputError) -> [[UInt8]: Int64] {
+    var tokens: [[UInt8]: Int64] = [:]
+    for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" })
+        if fields.isEmpty || fields[0].hasPrefix("#") { continue }
+        guard fields.count == 2, let token = try? DeviceToken(hex: fields[0]), let time = Int64(fields[1]), time >= 0 else {
+            throw SimulatorInputError("unregistered line \(index + 1): expected 'HEXTOKEN UNIXTIME_MS', got '\(line.prefix(80))'")
+        }
+        tokens[token.bytes] = time
+    }
+    return tokens
 }
 
 /// Parses the `--invalid-tokens` file: one hex token per line; blank lines and `#` comments are skipped.

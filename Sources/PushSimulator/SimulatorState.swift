@@ -14,18 +14,31 @@ public struct SimulatorSummary: Hashable, Sendable {
     public var silentCloses: [UInt8: Int] = [:]
     public var feedbackConnections = 0
     public var feedbackTuplesSent = 0
+    /// HTTP/2 API: connections, answers by `"STATUS"` or `"STATUS Reason"`, GOAWAYs sent, connections cut.
+    public var apiConnections = 0
+    public var apiAnswers: [String: Int] = [:]
+    public var apiGoaways = 0
+    public var apiAbruptCloses = 0
 
     public init() {}
+
+    /// Answers with this status, whatever the reason.
+    public func apiAnswers(status: Int) -> Int {
+        apiAnswers.filter { $0.key == String(status) || $0.key.hasPrefix("\(status) ") }.values.reduce(0, +)
+    }
 
     /// One JSON line: `{"gateway_connections": ..., "error_responses": {"8": 3, ...}, ...}`.
     public var json: String {
         let errors = errorResponses.keys.sorted().map { "\"\($0)\": \(errorResponses[$0]!)" }.joined(separator: ", ")
         let silent = silentCloses.keys.sorted().map { "\"\($0)\": \(silentCloses[$0]!)" }.joined(separator: ", ")
+        let answers = apiAnswers.keys.sorted().map { "\"\($0)\": \(apiAnswers[$0]!)" }.joined(separator: ", ")
         return """
             {"gateway_connections": \(gatewayConnections), "refused_connections": \(refusedConnections), \
             "accepted": \(accepted), "error_responses": {\(errors)}, "abrupt_closes": \(abruptCloses), \
             "silent_closes": {\(silent)}, \
-            "feedback_connections": \(feedbackConnections), "feedback_tuples_sent": \(feedbackTuplesSent)}
+            "feedback_connections": \(feedbackConnections), "feedback_tuples_sent": \(feedbackTuplesSent), \
+            "api_connections": \(apiConnections), "api_answers": {\(answers)}, "api_goaways": \(apiGoaways), \
+            "api_abrupt_closes": \(apiAbruptCloses)}
             """
     }
 
@@ -38,6 +51,10 @@ public struct SimulatorSummary: Hashable, Sendable {
         silentCloses.merge(other.silentCloses, uniquingKeysWith: +)
         feedbackConnections += other.feedbackConnections
         feedbackTuplesSent += other.feedbackTuplesSent
+        apiConnections += other.apiConnections
+        apiAnswers.merge(other.apiAnswers, uniquingKeysWith: +)
+        apiGoaways += other.apiGoaways
+        apiAbruptCloses += other.apiAbruptCloses
     }
 }
 
@@ -74,6 +91,22 @@ final class SimulatorState: Sendable {
             }
             s.summary.gatewayConnections += 1
             return s.connectionsOpened
+        }
+    }
+
+    /// Numbers a new API connection (its own sequence).
+    func openAPIConnection() -> Int {
+        state.withLock { s in
+            s.summary.apiConnections += 1
+            return s.summary.apiConnections
+        }
+    }
+
+    func countAPI(answer: String? = nil, goaway: Bool = false, abruptClose: Bool = false) {
+        state.withLock { s in
+            if let answer { s.summary.apiAnswers[answer, default: 0] += 1 }
+            if goaway { s.summary.apiGoaways += 1 }
+            if abruptClose { s.summary.apiAbruptCloses += 1 }
         }
     }
 

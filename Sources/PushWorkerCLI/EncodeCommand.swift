@@ -12,10 +12,12 @@ import Darwin
 struct EncodeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "encode",
-        abstract: "Encodes notification events (JSON lines) as binary-interface notifications, in hex.",
+        abstract: "Encodes notification events (JSON lines) as binary-interface notifications (hex) or HTTP/2 requests.",
         discussion: """
             Prints one line per event: the event id, a space, and the notification as lowercase hex, or
-            'error:REASON' when the event is invalid or its expiration has passed. An id that holds whitespace or
+            'error:REASON' when the event is invalid or its expiration has passed. With --format http2 the
+            notification is one JSON object {"path", "headers": {...}, "body"} (the body as a string; no
+            authorization header: provider tokens are the worker's); an mdm push needs --topic. An id that holds whitespace or
             control characters, or starts with a quote, is printed as a JSON string; '-' stands for a missing id.
             Every event (valid or not) takes the next identifier, starting at --identifier-start. An event with no
             expiration gets --now plus --default-ttl, as the worker gives it the Kafka record's timestamp plus the
@@ -26,8 +28,11 @@ struct EncodeCommand: AsyncParsableCommand {
     @Argument(help: "A file of JSON lines; standard input when absent or '-'.")
     var file: String?
 
-    @Option(help: "frame (command 2), enhanced (command 1) or simple (command 0).")
+    @Option(help: "frame (command 2), enhanced (command 1), simple (command 0) or http2 (a provider API request).")
     var format: NotificationFormatArgument = .frame
+
+    @Option(help: "http2: the app entry's topic, which mdm notifications are sent to.")
+    var topic: String?
 
     @Option(help: "The identifier of the first event.")
     var identifierStart: UInt32 = 1
@@ -47,7 +52,7 @@ struct EncodeCommand: AsyncParsableCommand {
         defer { reader.close() }
         var output = OutputWriter()
         let encoder = LineEncoder(
-            format: format.format, now: now ?? Int64(time(nil)), defaultTTL: defaultTTL)
+            format: format.format, now: now ?? Int64(time(nil)), defaultTTL: defaultTTL, mdmTopic: topic)
         var identifier = identifierStart
         var anyInvalid = false
         while let line = try reader.next() {
@@ -65,16 +70,19 @@ struct EncodeCommand: AsyncParsableCommand {
 
 /// Turns one event line into the `encode` output line.
 struct LineEncoder {
-    let format: NotificationFormat
+    /// The binary format, or nil for HTTP/2 requests.
+    let format: NotificationFormat?
     let now: Int64
     let defaultTTL: Int64
     let decoder: EventDecoder
+    let mdmTopic: String?
 
-    init(format: NotificationFormat, now: Int64, defaultTTL: Int64) {
+    init(format: NotificationFormat?, now: Int64, defaultTTL: Int64, mdmTopic: String? = nil) {
         self.format = format
         self.now = now
         self.defaultTTL = defaultTTL
-        self.decoder = EventDecoder(format: format)
+        self.decoder = format.map { EventDecoder(format: $0) } ?? .http2
+        self.mdmTopic = mdmTopic
     }
 
     func encode(_ line: ArraySlice<UInt8>, identifier: UInt32) -> (ok: Bool, line: String) {
@@ -85,6 +93,13 @@ struct LineEncoder {
             let notification = event.notification(identifier: identifier, recordTimestamp: now, defaultTTL: defaultTTL)
             if Expiration.hasPassed(notification.expiration, now: now) {
                 return (false, "\(LineEncoder.printable(id: event.id)) error:\(DeliveryErrorReason.expired.rawValue)")
+            }
+            guard let format else {
+                let app = HTTP2AppSettings(bundleID: event.app, mdmTopic: mdmTopic)
+                guard let request = try? APNsRequest(event: event, app: app, recordTimestamp: now, defaultTTL: defaultTTL) else {
+                    return (false, "\(LineEncoder.printable(id: event.id)) error:\(DeliveryErrorReason.rejected.rawValue)")
+                }
+                return (true, "\(LineEncoder.printable(id: event.id)) \(request.json())")
             }
             let buffer = NotificationEncoder.encode(notification, format: format)
             return (true, "\(LineEncoder.printable(id: event.id)) \(Hex.encode(buffer.readableBytesView))")

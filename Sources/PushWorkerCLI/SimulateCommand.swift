@@ -12,7 +12,7 @@ import Glibc
 struct SimulateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simulate",
-        abstract: "Runs a strict simulator of Apple's binary gateway and feedback service, over TLS.",
+        abstract: "Runs a strict simulator of Apple's binary gateway, feedback service and HTTP/2 provider API, over TLS.",
         discussion: """
             Both services require a client certificate that chains to --ca; the app is the UID of its subject, as \
             in the certificates Apple issues. Once listening, prints one JSON line:
@@ -27,6 +27,8 @@ struct SimulateCommand: AsyncParsableCommand {
             The feedback file holds lines 'HEXTOKEN UNIXTIME [APP]'; a line without an app is in every app's list. \
             Each app's list is sent once and then cleared; tokens that got status 8 join their app's list once \
             --unregistered-after-s has passed.
+
+            With --api-port the HTTP/2 provider API is served too (ALPN h2), and the ready line adds             "api": "127.0.0.1:C". Without --token-key an API connection needs a client certificate (its UID is the             app); with --token-key, --team-id and --key-id a connection without one authenticates each request with             a provider token (ES256; older than an hour: 403 ExpiredProviderToken; a new token within 20 minutes on             one connection: 429 TooManyProviderTokenUpdates; one stream until the first 200). Every header and the             body are checked with Apple's statuses and reasons. --invalid-tokens answers 400 BadDeviceToken,             --unregistered (lines 'HEXTOKEN UNIXTIME_MS') 410 Unregistered. --shutdown-every N: the Nth request of             a connection gets 503 Shutdown, then GOAWAY and close; --close-every N: the Nth request is not answered             and the connection is cut.
             """
     )
 
@@ -48,13 +50,30 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "Refuse the first N gateway connection attempts.") var refuseConnections = 0
     @Option(help: "Feedback connections send N tuples, then stall without closing (a connection cut off mid-stream).") var feedbackStallAfter: Int?
     @Option(name: .customLong("unregistered-after-s"), help: "Seconds before a token that got status 8 is in the feedback list.") var unregisteredAfterS = 0
+    @Option(help: "Serve the HTTP/2 provider API on this port (0 picks a free one).") var apiPort: Int?
+    @Option(help: "API provider-token authentication: the team's public key, or its .p8 private key (PEM).") var tokenKey: String?
+    @Option(help: "The team id provider tokens must name (iss).") var teamID: String?
+    @Option(help: "The key id provider tokens must name (kid).") var keyID: String?
+    @Option(help: "API: answer 410 Unregistered for the tokens listed in FILE (lines 'HEXTOKEN UNIXTIME_MS').") var unregistered: String?
+    @Option(help: "API: after every N answered requests on a connection, send GOAWAY naming the last and close.") var goawayEvery: Int?
+    @Option(name: .customLong("rate-429"), help: "API: answer this share of requests 429 TooManyRequests (0...1).") var rate429 = 0.0
+    @Option(name: .customLong("rate-503"), help: "API: answer this share of requests 503 ServiceUnavailable (0...1).") var rate503 = 0.0
+    @Option(name: .customLong("response-delay-ms"), help: "API: answer each request N ms late.") var responseDelayMs = 0
+    @Option(help: "API: the SETTINGS_MAX_CONCURRENT_STREAMS of a connection.") var maxConcurrentStreams = 1000
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "notice"
 
     func validate() throws {
-        for (name, value) in [("--shutdown-every", shutdownEvery), ("--close-every", closeEvery)] {
+        for (name, value) in [("--shutdown-every", shutdownEvery), ("--close-every", closeEvery), ("--goaway-every", goawayEvery)] {
             if let value, value < 1 { throw ValidationError("\(name) must be at least 1") }
         }
         guard (0...1).contains(processingErrorRate) else { throw ValidationError("--processing-error-rate must be between 0 and 1") }
+        guard (0...1).contains(rate429) else { throw ValidationError("--rate-429 must be between 0 and 1") }
+        guard (0...1).contains(rate503) else { throw ValidationError("--rate-503 must be between 0 and 1") }
+        guard responseDelayMs >= 0 else { throw ValidationError("--response-delay-ms must not be negative") }
+        guard (1...Int(Int32.max)).contains(maxConcurrentStreams) else { throw ValidationError("--max-concurrent-streams must be at least 1") }
+        if let apiPort, !(0...65535).contains(apiPort) { throw ValidationError("ports are 0...65535") }
+        if tokenKey != nil, teamID == nil || keyID == nil { throw ValidationError("--token-key needs --team-id and --key-id") }
+        if apiPort == nil, tokenKey != nil || unregistered != nil { throw ValidationError("--token-key and --unregistered need --api-port") }
         guard readDelayMs >= 0 else { throw ValidationError("--read-delay-ms must not be negative") }
         guard errorDelayMs >= 0 else { throw ValidationError("--error-delay-ms must not be negative") }
         guard refuseConnections >= 0 else { throw ValidationError("--refuse-connections must not be negative") }
@@ -79,7 +98,17 @@ struct SimulateCommand: AsyncParsableCommand {
         c.refuseConnections = refuseConnections
         c.unregisteredAfterSeconds = unregisteredAfterS
         c.feedbackStallAfter = feedbackStallAfter
+        c.apiPort = apiPort
+        c.tokenKeyPath = tokenKey
+        c.teamID = teamID
+        c.keyID = keyID
+        c.goawayEvery = goawayEvery
+        c.rate429 = rate429
+        c.rate503 = rate503
+        c.responseDelayMilliseconds = responseDelayMs
+        c.maxConcurrentStreams = maxConcurrentStreams
         do {
+            if let unregistered { c.unregistered = try parseUnregisteredList(try readTextFile(unregistered, option: "--unregistered")) }
             if let feedback { c.feedback = try FeedbackEntry.parseFile(try readTextFile(feedback, option: "--feedback")) }
             if let invalidTokens { c.invalidTokens = try parseTokenList(try readTextFile(invalidTokens, option: "--invalid-tokens")) }
         } catch let error as CLIError {

@@ -18,15 +18,16 @@ struct ValidateCommand: AsyncParsableCommand {
               {"line": N, "id": ..., "valid": true}
               {"line": N, "id": ..., "valid": false, "reason": "...", "detail": "..."}
             "id" is null when none could be read. Blank lines are skipped but counted. Exits 1 if any event is
-            invalid. The payload limit is that of --format (frame: 2048 bytes, enhanced and simple: 256). An event
-            whose expiration is before --now is "expired", as the worker would report it.
+            invalid. The payload limit is that of --format (frame: 2048 bytes, enhanced and simple: 256; http2:
+            4096, 5120 for push type voip, and priority 1 is allowed). An event whose expiration is before --now is
+            "expired", as the worker would report it.
             """
     )
 
     @Argument(help: "A file of JSON lines; standard input when absent or '-'.")
     var file: String?
 
-    @Option(help: "The notification format whose payload limit applies: frame, enhanced or simple.")
+    @Option(help: "The notification format whose rules apply: frame, enhanced, simple or http2.")
     var format: NotificationFormatArgument = .frame
 
     @Option(help: "The current time in UNIX seconds, against which expirations are judged (default: the clock).")
@@ -36,7 +37,7 @@ struct ValidateCommand: AsyncParsableCommand {
         var reader = try LineReader(path: file)
         defer { reader.close() }
         var output = OutputWriter()
-        let decoder = EventDecoder(format: format.format)
+        let decoder = format.decoder
         let now = self.now ?? Int64(time(nil))
         var lineNumber = 0
         var anyInvalid = false
@@ -82,13 +83,17 @@ struct ValidateCommand: AsyncParsableCommand {
 
 /// `--format` values.
 enum NotificationFormatArgument: String, ExpressibleByArgument, CaseIterable {
-    case frame, enhanced, simple
+    case frame, enhanced, simple, http2
 
-    var format: NotificationFormat {
+    /// The binary format (nil for http2).
+    var format: NotificationFormat? {
         switch self {
         case .frame: .frame
         case .enhanced: .enhanced
         case .simple: .simple
+        case .http2: nil
         }
     }
+
+    var decoder: EventDecoder { format.map { EventDecoder(format: $0) } ?? .http2 }
 }

@@ -18,6 +18,10 @@ public enum DeliveryErrorReason: String, CaseIterable, Hashable, Sendable, Codab
     case protocolError = "protocol_error"
     case unknown = "unknown"
     case retriesExhausted = "retries_exhausted"
+    /// HTTP/2: 410, the token is no longer active for the topic.
+    case unregistered = "unregistered"
+    /// HTTP/2: a final 4xx answer other than the token's or the payload size's.
+    case rejected = "rejected"
 
     /// The gateway status this reason stands for, when it is one of the gateway's.
     public var gatewayStatus: GatewayStatus? {

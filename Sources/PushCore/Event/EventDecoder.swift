@@ -6,9 +6,16 @@ import NIOCore
 /// insignificant whitespace. When an event has several problems, the reason reported is the first of: malformed
 /// event (fields in the order of the SPEC table), invalid token format, invalid payload, invalid priority,
 /// payload too large.
+///
+/// The HTTP/2 fields (`push_type`, `collapse_id`, `apns_id`) are validated for every event; a decoder for an http2
+/// app (``init(transport:)``) also allows priority 1 and takes the payload limit from the push type (4096 bytes,
+/// 5120 for voip).
 public struct EventDecoder: Sendable {
-    /// The largest payload allowed, in bytes (2048 for the frame format, 256 for the legacy formats).
+    /// The largest payload allowed, in bytes (2048 for the frame format, 256 for the legacy formats; for HTTP/2 the
+    /// limit of the event's push type).
     public var payloadLimit: Int
+    /// Whether the payload limit and priorities are HTTP/2's.
+    public var http2: Bool
     /// Whether the format carries a priority. The enhanced and simple formats carry none and the gateway takes
     /// them as priority 10 (seeds), which is not allowed for a notification whose `aps` holds only
     /// `content-available`: such an event is `invalid_priority` there, whatever priority it names.
@@ -17,11 +24,22 @@ public struct EventDecoder: Sendable {
     public init(format: NotificationFormat = .frame) {
         self.payloadLimit = format.maxPayloadSize
         self.carriesPriority = format == .frame
+        self.http2 = false
     }
 
     public init(payloadLimit: Int) {
         self.payloadLimit = payloadLimit
         self.carriesPriority = true
+        self.http2 = false
+    }
+
+    /// A decoder for an HTTP/2 app: priorities 1, 5 and 10, the push type's payload limit.
+    public static let http2 = EventDecoder(http2Limit: ())
+
+    private init(http2Limit: Void) {
+        self.payloadLimit = PushType.largestPayloadSize
+        self.carriesPriority = true
+        self.http2 = true
     }
 
     public func decode(_ bytes: [UInt8]) -> Result<NotificationEvent, EventRejection> {
@@ -44,7 +62,7 @@ public struct EventDecoder: Sendable {
         } catch {
             return .failure(scan.rejection(.malformedEvent(error.description)))
         }
-        return scan.finish(payloadLimit: payloadLimit, carriesPriority: carriesPriority)
+        return scan.finish(payloadLimit: payloadLimit, carriesPriority: carriesPriority, http2: http2)
     }
 }
 
@@ -68,7 +86,7 @@ extension JSONReader {
 
 /// The fields of the event object, in the order their problems are reported.
 private enum EventField: Int, CaseIterable, KnownKey {
-    case id, app, environment, token, payload, expiration, truncateAlert, priority
+    case id, app, environment, token, payload, expiration, truncateAlert, priority, pushType, collapseID, apnsID
 
     static let table = allCases
 
@@ -84,6 +102,9 @@ private enum EventField: Int, CaseIterable, KnownKey {
         case .expiration: "expiration"
         case .truncateAlert: "truncate_alert"
         case .priority: "priority"
+        case .pushType: "push_type"
+        case .collapseID: "collapse_id"
+        case .apnsID: "apns_id"
         }
     }
 
@@ -156,6 +177,9 @@ private struct EventScan {
     var expiration: Expiration = .unspecified
     var priority: Priority?
     var truncateAlert = false
+    var pushType: PushType?
+    var collapseID: String?
+    var apnsID: APNsID?
 
     var payloadStart = 0
     var payloadEnd = 0
@@ -268,7 +292,35 @@ private struct EventScan {
             let value = reader.value(try reader.readNumber())
             if value == 10 { priority = .immediate }
             else if value == 5 { priority = .conservePower }
-            else { priorityProblem = "field 'priority' must be 5 or 10, not \(Self.format(value))" }
+            else if value == 1 { priority = .lowest }
+            else { priorityProblem = "field 'priority' must be 5 or 10 (or 1 for an http2 app), not \(Self.format(value))" }
+        case .pushType:
+            guard kind == .string else { return try wrongType(field, expected: "a push type string") }
+            let token = try reader.readString()
+            let parsed = token.hasEscapes
+                ? PushType(rawValue: reader.string(token))
+                : PushType.parse(UnsafeRawBufferPointer(rebasing: reader.bytes[token.start..<token.end]))
+            guard let parsed else {
+                return problem(field, "field 'push_type' must be one of \(PushType.allCases.map(\.rawValue).joined(separator: ", ")), not \"\(reader.string(token).prefix(40))\"")
+            }
+            pushType = parsed
+        case .collapseID:
+            guard kind == .string else { return try wrongType(field, expected: "a string") }
+            let text = reader.string(try reader.readString())
+            guard text.utf8.count <= 64 else {
+                return problem(field, "field 'collapse_id' is \(text.utf8.count) bytes, more than 64")
+            }
+            collapseID = text
+        case .apnsID:
+            guard kind == .string else { return try wrongType(field, expected: "a UUID string") }
+            let token = try reader.readString()
+            let parsed = token.hasEscapes
+                ? APNsID(reader.string(token))
+                : APNsID(utf8: UnsafeRawBufferPointer(rebasing: reader.bytes[token.start..<token.end]))
+            guard let parsed else {
+                return problem(field, "field 'apns_id' must be a UUID (8-4-4-4-12 hex digits), not \"\(reader.string(token).prefix(40))\"")
+            }
+            apnsID = parsed
         }
     }
 
@@ -440,7 +492,7 @@ private struct EventScan {
             rawToken: tokenString.map { reader.string($0) })
     }
 
-    func finish(payloadLimit: Int, carriesPriority: Bool) -> Result<NotificationEvent, EventRejection> {
+    func finish(payloadLimit: Int, carriesPriority: Bool, http2: Bool) -> Result<NotificationEvent, EventRejection> {
         if let fieldProblem { return .failure(rejection(.malformedEvent(fieldProblem.text))) }
         let token: DeviceToken
         do {
@@ -450,7 +502,14 @@ private struct EventScan {
         }
         if let payloadProblem { return .failure(rejection(.invalidPayload(payloadProblem), token: token)) }
         if let priorityProblem { return .failure(rejection(.invalidPriority(priorityProblem), token: token)) }
+        if priority == .lowest && !http2 {
+            return .failure(rejection(.invalidPriority("priority 1 is only for apps on the http2 transport"), token: token))
+        }
         let contentAvailableOnly = apsKeyCount == 1 && apsHasContentAvailable
+        let background = pushType == .background || (pushType == nil && contentAvailableOnly)
+        if http2 && background && priority == .immediate {
+            return .failure(rejection(.invalidPriority("priority 10 is not allowed with push type background"), token: token))
+        }
         if contentAvailableOnly && priority == .immediate {
             return .failure(rejection(
                 .invalidPriority("priority 10 is not allowed when 'aps' holds only 'content-available'"), token: token))
@@ -461,6 +520,7 @@ private struct EventScan {
                     "the app's legacy format carries no priority and the gateway takes it as 10, which is not allowed when 'aps' holds only 'content-available'"),
                 token: token))
         }
+        let payloadLimit = http2 ? (pushType ?? .alert).maxPayloadSize : payloadLimit
         var payload = compactPayload()
         var truncated = false
         if payload.count > payloadLimit {
@@ -478,7 +538,9 @@ private struct EventScan {
         }
         return .success(NotificationEvent(
             id: id!, app: app!, environment: environment, token: token, payload: payload, expiration: expiration,
-            priority: priority ?? (contentAvailableOnly ? .conservePower : .immediate), alertTruncated: truncated))
+            priority: priority ?? (contentAvailableOnly || (http2 && background) ? .conservePower : .immediate),
+            alertTruncated: truncated, pushType: pushType, collapseID: collapseID, apnsID: apnsID,
+            contentAvailableOnly: contentAvailableOnly))
     }
 
     private func parseToken() throws(DeviceTokenError) -> DeviceToken {

@@ -4,8 +4,10 @@ public enum APNsEnvironment: String, CaseIterable, Hashable, Sendable, Codable {
     case sandbox
 }
 
-/// A notification's priority (frame item 5).
+/// A notification's priority (frame item 5; `apns-priority` on HTTP/2).
 public enum Priority: UInt8, Hashable, Sendable {
+    /// HTTP/2 only: power considerations first; may be grouped and delivered in bursts, or throttled.
+    case lowest = 1
     /// Sent at a time that conserves power on the device.
     case conservePower = 5
     /// Sent immediately; must trigger an alert, sound or badge.
@@ -54,11 +56,24 @@ public struct NotificationEvent: Hashable, Sendable {
     public var priority: Priority
     /// Whether the alert text was shortened to make the payload fit.
     public var alertTruncated: Bool
+    /// The event's `push_type`, when it named one (HTTP/2 only; ``resolvedPushType`` gives the default).
+    public var pushType: PushType?
+    /// The event's `collapse_id` (HTTP/2 only), at most 64 bytes.
+    public var collapseID: String?
+    /// The event's `apns_id` (HTTP/2 only); when absent, ``APNsID/derived(app:eventID:)``.
+    public var apnsID: APNsID?
+    /// Whether the payload's `aps` holds only `content-available` (a background notification).
+    public var contentAvailableOnly: Bool
 
     public init(
         id: String, app: String, environment: APNsEnvironment?, token: DeviceToken, payload: [UInt8],
-        expiration: Expiration, priority: Priority, alertTruncated: Bool = false
+        expiration: Expiration, priority: Priority, alertTruncated: Bool = false, pushType: PushType? = nil,
+        collapseID: String? = nil, apnsID: APNsID? = nil, contentAvailableOnly: Bool = false
     ) {
+        self.pushType = pushType
+        self.collapseID = collapseID
+        self.apnsID = apnsID
+        self.contentAvailableOnly = contentAvailableOnly
         self.id = id
         self.app = app
         self.environment = environment
@@ -68,6 +83,10 @@ public struct NotificationEvent: Hashable, Sendable {
         self.priority = priority
         self.alertTruncated = alertTruncated
     }
+
+    /// The push type sent: the event's, else `background` when the `aps` holds only `content-available`, else
+    /// `alert` (SPEC section 9).
+    public var resolvedPushType: PushType { pushType ?? (contentAvailableOnly ? .background : .alert) }
 
     /// The notification to put on the wire, with its identifier and resolved expiration.
     public func notification(identifier: UInt32, recordTimestamp: Int64, defaultTTL: Int64) -> PushNotification {

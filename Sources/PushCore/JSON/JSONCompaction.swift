@@ -22,3 +22,22 @@ enum JSONCompaction {
         if runStart < to { out.append(contentsOf: bytes[runStart..<to]) }
     }
 }
+
+/// Cheap checks of whole JSON texts, without building values.
+public enum JSONCheck {
+    /// Whether `bytes` is one JSON object (RFC 8259) and nothing else but whitespace.
+    public static func isObject(_ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { raw in
+            var reader = JSONReader(raw)
+            reader.skipWhitespace()
+            guard reader.kindOfNextValue() == .object else { return false }
+            do {
+                try reader.skipValue(depth: 0)
+                try reader.expectEnd()
+                return true
+            } catch {
+                return false
+            }
+        }
+    }
+}

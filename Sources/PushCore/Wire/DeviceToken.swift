@@ -64,8 +64,9 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
         try self.init(bytes: bytes)
     }
 
+    /// The value of one hex digit (either case), nil for any other byte.
     @inline(__always)
-    static func nibble(_ c: UInt8) -> UInt8? {
+    public static func nibble(_ c: UInt8) -> UInt8? {
         switch c {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): c &- UInt8(ascii: "0")
         case UInt8(ascii: "a")...UInt8(ascii: "f"): c &- UInt8(ascii: "a") &+ 10

@@ -1,0 +1,83 @@
+/// An `apns-id`: a UUID naming one notification request. Written as 8-4-4-4-12 lowercase hex digits.
+public struct APNsID: Hashable, Sendable, CustomStringConvertible {
+    public var high: UInt64
+    public var low: UInt64
+
+    public init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    /// The namespace of derived apns-ids (a fixed random UUID of ours: `5e1f3c52-8a7d-4b36-9d0e-2f6a41c7b9e3`).
+    public static let namespace = APNsID(high: 0x5E1F_3C52_8A7D_4B36, low: 0x9D0E_2F6A_41C7_B9E3)
+
+    /// The apns-id of an event that names none: UUID version 5 (SHA-1) in ``namespace`` of the name
+    /// `app` + one zero byte + `eventID` (UTF-8), so that a redelivered event carries the same apns-id.
+    public static func derived(app: String, eventID: String) -> APNsID {
+        var name = namespace.bytes
+        name.append(contentsOf: app.utf8)
+        name.append(0)
+        name.append(contentsOf: eventID.utf8)
+        var digest = Array(SHA1.digest(name).prefix(16))
+        digest[6] = digest[6] & 0x0F | 0x50
+        digest[8] = digest[8] & 0x3F | 0x80
+        return APNsID(bytes: digest)
+    }
+
+    init(bytes: [UInt8]) {
+        var high: UInt64 = 0
+        var low: UInt64 = 0
+        for i in 0..<8 { high = high << 8 | UInt64(bytes[i]) }
+        for i in 8..<16 { low = low << 8 | UInt64(bytes[i]) }
+        self.init(high: high, low: low)
+    }
+
+    public var bytes: [UInt8] {
+        (0..<8).map { UInt8(truncatingIfNeeded: high >> UInt64(56 - 8 * $0)) }
+            + (0..<8).map { UInt8(truncatingIfNeeded: low >> UInt64(56 - 8 * $0)) }
+    }
+
+    /// Parses the canonical text form, 8-4-4-4-12 hex digits in either case (as Apple accepts it).
+    public init?(_ text: some StringProtocol) {
+        var copy = String(text)
+        guard let parsed = copy.withUTF8({ APNsID(utf8: UnsafeRawBufferPointer($0)) }) else { return nil }
+        self = parsed
+    }
+
+    public init?(utf8 text: UnsafeRawBufferPointer) {
+        guard text.count == 36 else { return nil }
+        var high: UInt64 = 0
+        var low: UInt64 = 0
+        var digits = 0
+        for (index, c) in text.enumerated() {
+            if index == 8 || index == 13 || index == 18 || index == 23 {
+                guard c == UInt8(ascii: "-") else { return nil }
+                continue
+            }
+            guard let nibble = DeviceToken.nibble(c) else { return nil }
+            if digits < 16 { high = high << 4 | UInt64(nibble) } else { low = low << 4 | UInt64(nibble) }
+            digits += 1
+        }
+        self.init(high: high, low: low)
+    }
+
+    /// Writes the 36 characters of the canonical lowercase form.
+    public func write(to out: inout [UInt8]) {
+        let digits: StaticString = "0123456789abcdef"
+        digits.withUTF8Buffer { hex in
+            for i in 0..<32 {
+                if i == 8 || i == 12 || i == 16 || i == 20 { out.append(UInt8(ascii: "-")) }
+                let word = i < 16 ? high : low
+                let shift = UInt64(60 - 4 * (i % 16))
+                out.append(hex[Int(word >> shift & 0xF)])
+            }
+        }
+    }
+
+    public var description: String {
+        var out: [UInt8] = []
+        out.reserveCapacity(36)
+        write(to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+}

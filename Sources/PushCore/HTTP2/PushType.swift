@@ -1,0 +1,39 @@
+/// The `apns-push-type` of an HTTP/2 request (SPEC section 9): what kind of notification it is, which decides the
+/// topic's suffix and the payload limit.
+public enum PushType: String, CaseIterable, Hashable, Sendable {
+    case alert, background, location, voip, complication, fileprovider, mdm, liveactivity, pushtotalk, widgets
+
+    /// What `apns-topic` adds to the app's bundle id. mdm uses the app entry's `topic` instead.
+    public var topicSuffix: String {
+        switch self {
+        case .alert, .background, .mdm: ""
+        case .voip: ".voip"
+        case .complication: ".complication"
+        case .fileprovider: ".pushkit.fileprovider"
+        case .location: ".location-query"
+        case .liveactivity: ".push-type.liveactivity"
+        case .pushtotalk: ".voip-ptt"
+        case .widgets: ".push-type.widgets"
+        }
+    }
+
+    /// The largest body Apple accepts for this push type.
+    public var maxPayloadSize: Int { self == .voip ? 5120 : 4096 }
+
+    /// The largest body of any push type: what `validate --format http2` allows before knowing the type.
+    public static let largestPayloadSize = 5120
+
+    /// Parses the field's bytes without building a String.
+    static func parse(_ bytes: UnsafeRawBufferPointer) -> PushType? {
+        for type in allCases where type.rawValue.utf8.elementsEqual(bytes) { return type }
+        return nil
+    }
+}
+
+/// Which API an app is delivered over (`apps[].transport`).
+public enum Transport: String, CaseIterable, Hashable, Sendable {
+    /// Apple's retired binary provider interface (frames over TLS, error responses, feedback service).
+    case binary
+    /// The HTTP/2 provider API (SPEC section 9).
+    case http2
+}

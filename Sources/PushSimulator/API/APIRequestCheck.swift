@@ -1,0 +1,169 @@
+import PushCore
+
+/// How a connection to the simulated API authenticated.
+enum APIAuthentication: Hashable, Sendable {
+    /// A client certificate chaining to the CA; the app is its subject's UID.
+    case certificate(app: String)
+    /// No certificate: every request carries a provider token.
+    case token
+}
+
+/// The provider-token history of one token connection: Apple refuses a new token within 20 minutes of the
+/// previous one on the same connection (429 TooManyProviderTokenUpdates).
+struct APITokenHistory: Sendable {
+    var current: String?
+    var since: Int64 = 0
+    /// Seconds a connection's token must be used before another may replace it.
+    static let minimumInterval: Int64 = 20 * 60
+}
+
+/// A request the simulated API accepted: what its record line holds.
+struct AcceptedRequest: Sendable {
+    var token: [UInt8]
+    var topic: String
+    var pushType: String
+    var priority: Int
+    var expiration: UInt32
+    var collapseID: String?
+    var apnsID: String
+    var body: [UInt8]
+}
+
+/// The answer to one request: `:status`, Apple's reason (none for 200) and, for 410, the timestamp.
+struct APIAnswer: Sendable {
+    var status: Int
+    var reason: APNsReason?
+    var timestampMilliseconds: Int64?
+    var apnsID: String
+    var accepted: AcceptedRequest?
+
+    /// The JSON body Apple sends with an error: `{"reason": ...}`, with `timestamp` for 410.
+    var body: [UInt8] {
+        guard let reason else { return [] }
+        var writer = JSONWriter(capacity: 64)
+        writer.beginObject()
+        writer.field("reason", reason.rawValue)
+        if let timestampMilliseconds { writer.field("timestamp", timestampMilliseconds) }
+        writer.endObject()
+        return writer.bytes
+    }
+
+    /// How the exit summary counts it: `"200"`, `"400 BadDeviceToken"`.
+    var summaryKey: String { reason.map { "\(status) \($0.rawValue)" } ?? String(status) }
+}
+
+/// Judges one request as Apple's API does (pure: the caller supplies the clock, the token answers and the
+/// connection's token history). Checks, in order: method, path and token, duplicate headers, provider token,
+/// topic, push type, priority, expiration, apns-id, collapse id, body; then the per-token answers.
+struct APIRequestCheck: Sendable {
+    var verifier: ProviderTokenVerifier?
+    var invalidTokens: Set<[UInt8]>
+    /// Token → the 410 timestamp (milliseconds).
+    var unregistered: [[UInt8]: Int64]
+
+    private static let known: Set<String> = [
+        "apns-topic", "apns-push-type", "apns-priority", "apns-expiration", "apns-id", "apns-collapse-id",
+        "authorization",
+    ]
+
+    func answer(
+        headers: [(name: String, value: String)], body: [UInt8], authentication: APIAuthentication,
+        tokenHistory: inout APITokenHistory, now: Int64, newID: () -> String
+    ) -> APIAnswer {
+        var single: [String: String] = [:]
+        var method: String?
+        var path: String?
+        var duplicate = false
+        for (name, value) in headers {
+            switch name {
+            case ":method": method = value
+            case ":path": path = value
+            default:
+                guard Self.known.contains(name) else { continue }
+                if single.updateValue(value, forKey: name) != nil { duplicate = true }
+            }
+        }
+        let requestID = single["apns-id"]
+        // Every answer carries apns-id: the request's when it is a UUID, else a new one.
+        let answerID = requestID.flatMap { APNsID($0) != nil ? $0 : nil } ?? newID()
+        func fail(_ reason: APNsReason, timestamp: Int64? = nil) -> APIAnswer {
+            APIAnswer(status: reason.status, reason: reason, timestampMilliseconds: timestamp, apnsID: answerID)
+        }
+
+        guard method == "POST" else { return fail(.methodNotAllowed) }
+        guard let path, path.hasPrefix("/3/device/") else { return fail(.badPath) }
+        let hex = path.dropFirst("/3/device/".count)
+        guard !hex.isEmpty else { return fail(.missingDeviceToken) }
+        guard hex.utf8.allSatisfy({ DeviceToken.nibble($0) != nil }), let token = try? DeviceToken(hex: hex) else {
+            return fail(.badDeviceToken)
+        }
+        if duplicate { return fail(.duplicateHeaders) }
+
+        if authentication == .token {
+            guard let verifier else { return fail(.missingProviderToken) }
+            guard let authorization = single["authorization"] else { return fail(.missingProviderToken) }
+            guard authorization.hasPrefix("bearer ") else { return fail(.invalidProviderToken) }
+            let jwt = String(authorization.dropFirst("bearer ".count))
+            if let refusal = verifier.check(jwt, now: now) { return fail(refusal) }
+            if tokenHistory.current != jwt {
+                if tokenHistory.current != nil, now - tokenHistory.since < APITokenHistory.minimumInterval {
+                    return fail(.tooManyProviderTokenUpdates)
+                }
+                tokenHistory.current = jwt
+                tokenHistory.since = now
+            }
+        }
+
+        let topic: String
+        switch (single["apns-topic"], authentication) {
+        case (nil, .token): return fail(.missingTopic)
+        case (nil, .certificate(let app)): topic = app
+        case (let given?, _): topic = given
+        }
+
+        let pushType: PushType
+        if let text = single["apns-push-type"] {
+            guard let parsed = PushType(rawValue: text) else { return fail(.invalidPushType) }
+            pushType = parsed
+        } else {
+            pushType = .alert
+        }
+
+        let priority: Int
+        if let text = single["apns-priority"] {
+            guard let value = Int(text), [1, 5, 10].contains(value) else { return fail(.badPriority) }
+            priority = value
+        } else {
+            priority = 10
+        }
+        if priority == 10 && pushType == .background { return fail(.badPriority) }
+
+        var expiration: UInt32 = 0
+        if let text = single["apns-expiration"] {
+            guard let value = UInt32(text), text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+                return fail(.badExpirationDate)
+            }
+            expiration = value
+        }
+        if let requestID, APNsID(requestID) == nil { return fail(.badMessageId) }
+        if let collapse = single["apns-collapse-id"], collapse.utf8.count > 64 { return fail(.badCollapseId) }
+
+        if pushType != .mdm {
+            let suffix = pushType.topicSuffix
+            if !suffix.isEmpty && !topic.hasSuffix(suffix) { return fail(.badTopic) }
+            if case .certificate(let app) = authentication, topic != app + suffix { return fail(.topicDisallowed) }
+        }
+
+        guard !body.isEmpty else { return fail(.payloadEmpty) }
+        if body.count > pushType.maxPayloadSize { return fail(.payloadTooLarge) }
+
+        if invalidTokens.contains(token.bytes) { return fail(.badDeviceToken) }
+        if let timestamp = unregistered[token.bytes] { return fail(.unregistered, timestamp: timestamp) }
+
+        return APIAnswer(
+            status: 200, reason: nil, apnsID: answerID,
+            accepted: AcceptedRequest(
+                token: token.bytes, topic: topic, pushType: pushType.rawValue, priority: priority,
+                expiration: expiration, collapseID: single["apns-collapse-id"], apnsID: answerID, body: body))
+    }
+}
