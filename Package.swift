@@ -117,6 +117,7 @@ let package = Package(
             name: "PushWorkerCLI",
             dependencies: [
                 "PushCore",
+                "PushGateway",
                 "PushSimulator",
                 "PushWorker",
                 "PushKafka",

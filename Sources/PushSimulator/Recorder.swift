@@ -162,7 +162,14 @@ final class Recorder: Sendable {
             defer { p.bytes = [] }
             return p.bytes
         }
-        _ = try? await writer.runIfActive { Recorder.writeAll(fd, batch) }
+        guard !batch.isEmpty else { return }
+        do {
+            try await writer.runIfActive { Recorder.writeAll(fd, batch) }
+        } catch {
+            // Not written (the flushing task was cancelled, for one): back in front of whatever came since, for the
+            // next flush; close() flushes last.
+            pending.withLock { $0.bytes = batch + $0.bytes }
+        }
     }
 
     /// Flushes and closes the file.

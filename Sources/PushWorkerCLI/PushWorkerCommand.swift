@@ -16,7 +16,7 @@ public struct PushWorkerCommand: AsyncParsableCommand {
         discussion: """
             Exit codes: 0 success, 2 invalid usage or configuration, 1 any other failure.
             """,
-        subcommands: [RunCommand.self, ReplayCommand.self, ValidateCommand.self, EncodeCommand.self, SimulateCommand.self, CheckConfigCommand.self, DemoCommand.self]
+        subcommands: [RunCommand.self, ReplayCommand.self, ValidateCommand.self, EncodeCommand.self, SimulateCommand.self, CheckConfigCommand.self, DemoCommand.self, ProviderTokenCommand.self]
     )
 
     public init() {}

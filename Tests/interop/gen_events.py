@@ -4,7 +4,10 @@ invalid event, random insignificant whitespace, escapes, number spellings, Unico
 (with and without truncate_alert). The events are written by this generator's own serializer so that spellings
 vary; the encoders must keep them byte for byte.
 
-usage: gen_events.py SEED COUNT > events.jsonl
+With "http2" as a third argument, events also carry the HTTP/2 fields (push_type, collapse_id, apns_id, priority
+1), valid and not, and oversized payloads are sized for the HTTP/2 limits.
+
+usage: gen_events.py SEED COUNT [http2] > events.jsonl
 """
 import json
 import random
@@ -191,12 +194,44 @@ def invalid_event(r, n):
     return ev
 
 
+PUSH_TYPES = ["alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity",
+              "pushtotalk", "widgets"]
+
+
+def with_http2_fields(r, ev):
+    """Adds HTTP/2 fields to a valid event; now and then one that is wrong."""
+    if r.random() < 0.5:
+        ev["push_type"] = r.choice(PUSH_TYPES + ["alert", "voip", "background"])
+    if r.random() < 0.3:
+        ev["collapse_id"] = r.choice(["c1", "order-update", "é" * 32, text(r)[:20]])
+    if r.random() < 0.3:
+        ev["apns_id"] = r.choice(["123e4567-e89b-12d3-a456-426614174000", "A1B2C3D4-E5F6-4789-ABCD-EF0123456789"])
+    if r.random() < 0.15:
+        ev["priority"] = r.choice([1, 5, 10])
+    if r.random() < 0.25 and "payload" in ev and isinstance(ev["payload"], dict):
+        # sizes around the HTTP/2 limits (4096, 5120 for voip)
+        ev["payload"] = {"aps": {"alert": {"body": text(r, r.choice([330, 400, 480]))}}}
+        ev["truncate_alert"] = r.random() < 0.6
+    if r.random() < 0.08:
+        kind = r.randrange(6)
+        if kind == 0: ev["push_type"] = r.choice(["Alert", "push", "", 5])
+        elif kind == 1: ev["collapse_id"] = "x" * 65
+        elif kind == 2: ev["collapse_id"] = 12
+        elif kind == 3: ev["apns_id"] = r.choice(["123e4567e89b12d3a456426614174000", "not-a-uuid", "{123e4567-e89b-12d3-a456-426614174000}"])
+        elif kind == 4: ev["push_type"] = "background"; ev["priority"] = 10
+        else: ev["priority"] = 1
+    return ev
+
+
 def main():
     seed, count = int(sys.argv[1]), int(sys.argv[2])
+    http2 = len(sys.argv) > 3 and sys.argv[3] == "http2"
     r = random.Random(seed)
     out = []
     for n in range(count):
         ev = valid_event(r, n) if r.random() < 0.7 else invalid_event(r, n)
+        if http2 and isinstance(ev, dict):
+            ev = with_http2_fields(r, ev)
         out.append(ev if isinstance(ev, str) else ws(r) + emit(r, ev) + ws(r))
     sys.stdout.write("\n".join(out) + "\n")
 

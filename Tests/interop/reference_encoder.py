@@ -4,7 +4,10 @@
 It shares no code with the Swift implementation: JSON is parsed with Python's json module, raw spans are found by a
 small scanner of its own, graphemes come from the `regex` module's \\X. Used by test_encode_interop.py.
 
-usage: reference_encoder.py FILE --format frame|enhanced|simple --now T [--identifier-start N] [--default-ttl S]
+With --format http2 it prints the provider API request of SPEC section 9 as JSON instead (apns-id by uuid.uuid5).
+
+usage: reference_encoder.py FILE --format frame|enhanced|simple|http2 --now T [--identifier-start N] [--default-ttl S]
+       [--topic MDM_TOPIC]
 """
 import argparse
 import datetime
@@ -12,6 +15,7 @@ import json
 import re
 import struct
 import sys
+import uuid
 
 import regex
 
@@ -108,6 +112,7 @@ def compact(text):
 def no_duplicates(pairs):
     keys = [k for k, _ in pairs]
     for k in ("id", "app", "environment", "token", "payload", "expiration", "priority", "truncate_alert",
+              "push_type", "collapse_id", "apns_id",
               "aps", "alert", "badge", "sound", "content-available", "category", "body", "title",
               "action-loc-key", "loc-key", "loc-args", "title-loc-key", "title-loc-args", "launch-image"):
         if keys.count(k) > 1:
@@ -246,7 +251,8 @@ def decode_event(line, limit, fmt="frame"):
         raise Reject("malformed_event")
     ev_id = ev.get("id") if isinstance(ev.get("id"), str) and 1 <= len(ev.get("id")) <= 128 else None
     try:
-        if ev.get("__duplicate__") in ("id", "app", "environment", "token", "payload", "expiration", "priority", "truncate_alert"):
+        if ev.get("__duplicate__") in ("id", "app", "environment", "token", "payload", "expiration", "priority",
+                                       "truncate_alert", "push_type", "collapse_id", "apns_id"):
             raise Reject("malformed_event")
         if not isinstance(ev.get("id"), str) or not 1 <= len(ev["id"]) <= 128:
             raise Reject("malformed_event")
@@ -271,6 +277,12 @@ def decode_event(line, limit, fmt="frame"):
                 raise Reject("malformed_event")
         if "truncate_alert" in ev and not isinstance(ev["truncate_alert"], bool):
             raise Reject("malformed_event")
+        if "push_type" in ev and ev["push_type"] not in PUSH_TYPES:
+            raise Reject("malformed_event")
+        if "collapse_id" in ev and not (isinstance(ev["collapse_id"], str) and len(ev["collapse_id"].encode("utf-8", "surrogatepass")) <= 64):
+            raise Reject("malformed_event")
+        if "apns_id" in ev and not (isinstance(ev["apns_id"], str) and UUID_TEXT.fullmatch(ev["apns_id"])):
+            raise Reject("malformed_event")
         token = parse_token(ev["token"])
         if token is None:
             raise Reject("invalid_token_format")
@@ -278,17 +290,23 @@ def decode_event(line, limit, fmt="frame"):
         if payload.get("__duplicate__") == "aps" or "aps" not in payload or not check_aps(payload["aps"]):
             raise Reject("invalid_payload")
         aps = payload["aps"]
-        background = list(aps.keys()) == ["content-available"]
+        content_only = list(aps.keys()) == ["content-available"]
+        http2 = fmt == "http2"
+        # http2: the push type decides what is a background notification; absent, content-available only does
+        background = ev["push_type"] == "background" if http2 and "push_type" in ev else content_only
         if "priority" in ev:
             p = ev["priority"]
-            if not is_number(p) or p not in (5, 10):
+            if not is_number(p) or p not in (1, 5, 10) or (p == 1 and not http2):
                 raise Reject("invalid_priority")
             priority = int(p)
         else:
-            priority = 5 if background else 10
-        if background and priority == 10:
+            priority = 5 if background or content_only else 10
+        if content_only and priority == 10:
             raise Reject("invalid_priority")
-        if background and fmt != "frame":
+        if http2 and background and priority == 10:
+            raise Reject("invalid_priority")
+        background = content_only
+        if background and fmt not in ("frame", "http2"):
             # the legacy formats carry no priority: the gateway takes 10
             raise Reject("invalid_priority")
         p_start, p_end = members(text, skip_ws(text, 0))["payload"]
@@ -307,10 +325,37 @@ def decode_event(line, limit, fmt="frame"):
             if shortened is None:
                 raise Reject("payload_too_large")
             data = shortened.encode()
+        if http2:
+            return ev_id, (token, data, expiration, priority, ev)
         return ev_id, (token, data, expiration, priority)
     except Reject as r:
         r.event_id = ev_id
         raise
+
+
+PUSH_TYPES = {"alert": "", "background": "", "location": ".location-query", "voip": ".voip",
+              "complication": ".complication", "fileprovider": ".pushkit.fileprovider", "mdm": None,
+              "liveactivity": ".push-type.liveactivity", "pushtotalk": ".voip-ptt", "widgets": ".push-type.widgets"}
+UUID_TEXT = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
+APNS_ID_NAMESPACE = uuid.UUID("5e1f3c52-8a7d-4b36-9d0e-2f6a41c7b9e3")
+
+
+def http2_request(ev, token, payload, expiration, priority, mdm_topic):
+    """The request of SPEC section 9 as an ordered dict, or None when an mdm push has no topic."""
+    aps = ev["payload"]["aps"]
+    push_type = ev.get("push_type") or ("background" if list(aps.keys()) == ["content-available"] else "alert")
+    if push_type == "mdm":
+        if mdm_topic is None:
+            return None
+        topic = mdm_topic
+    else:
+        topic = ev["app"] + PUSH_TYPES[push_type]
+    apns_id = ev["apns_id"].lower() if "apns_id" in ev else str(uuid.uuid5(APNS_ID_NAMESPACE, ev["app"] + "\x00" + ev["id"]))
+    headers = {"apns-topic": topic, "apns-push-type": push_type, "apns-priority": str(priority),
+               "apns-expiration": str(expiration), "apns-id": apns_id}
+    if "collapse_id" in ev:
+        headers["apns-collapse-id"] = ev["collapse_id"]
+    return {"path": "/3/device/" + token.hex(), "headers": headers, "body": payload.decode("utf-8")}
 
 
 def encode(fmt, token, payload, identifier, expiration, priority):
@@ -322,6 +367,15 @@ def encode(fmt, token, payload, identifier, expiration, priority):
     if fmt == "enhanced":
         return struct.pack(">BIIH", 1, identifier, expiration, len(token)) + token + struct.pack(">H", len(payload)) + payload
     return struct.pack(">BH", 0, len(token)) + token + struct.pack(">H", len(payload)) + payload
+
+
+def http2_limit(line):
+    """The payload limit of the event's push type: 5120 for voip, else 4096."""
+    try:
+        ev = json.loads(line.decode("utf-8"))
+        return 5120 if isinstance(ev, dict) and ev.get("push_type") == "voip" else 4096
+    except (UnicodeDecodeError, ValueError):
+        return 4096
 
 
 def printable(event_id):
@@ -339,6 +393,7 @@ def main():
     ap.add_argument("--now", type=int, required=True)
     ap.add_argument("--identifier-start", type=int, default=1)
     ap.add_argument("--default-ttl", type=int, default=86400)
+    ap.add_argument("--topic")
     args = ap.parse_args()
     limit = 2048 if args.format == "frame" else 256
     identifier = args.identifier_start
@@ -348,6 +403,19 @@ def main():
             if not line.strip(b" \t\r"):
                 continue
             try:
+                if args.format == "http2":
+                    ev_id, (token, payload, expiration, priority, ev) = decode_event(line, http2_limit(line), "http2")
+                    if expiration is None:
+                        expiration = min(max(1, args.now + args.default_ttl), 0xFFFFFFFF)
+                    request = http2_request(ev, token, payload, expiration, priority, args.topic)
+                    if expiration != 0 and expiration < args.now:
+                        out.append(f"{printable(ev_id)} error:expired")
+                    elif request is None:
+                        out.append(f"{printable(ev_id)} error:rejected")
+                    else:
+                        out.append(f"{printable(ev_id)} {json.dumps(request, ensure_ascii=False)}")
+                    identifier = (identifier + 1) & 0xFFFFFFFF
+                    continue
                 ev_id, (token, payload, expiration, priority) = decode_event(line, limit, args.format)
                 if expiration is None:
                     expiration = min(max(1, args.now + args.default_ttl), 0xFFFFFFFF)

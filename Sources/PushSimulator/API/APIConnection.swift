@@ -94,11 +94,14 @@ final class APIConnection: @unchecked Sendable {
         let body = answer.body
         if !body.isEmpty { headers.add(name: "content-type", value: "application/json") }
         let head = HTTP2Frame.FramePayload.headers(.init(headers: headers, endStream: body.isEmpty))
-        stream.write(head, promise: nil)
-        if !body.isEmpty {
-            stream.write(HTTP2Frame.FramePayload.data(.init(data: .byteBuffer(ByteBuffer(bytes: body)), endStream: true)), promise: nil)
+        let written: EventLoopFuture<Void>
+        if body.isEmpty {
+            written = stream.writeAndFlush(head)
+        } else {
+            stream.write(head, promise: nil)
+            written = stream.writeAndFlush(
+                HTTP2Frame.FramePayload.data(.init(data: .byteBuffer(ByteBuffer(bytes: body)), endStream: true)))
         }
-        stream.flush()
         answered += 1
         context.state.countAPI(answer: answer.summaryKey)
         if let accepted = answer.accepted {
@@ -112,7 +115,10 @@ final class APIConnection: @unchecked Sendable {
             }
         }
         if retire || context.configuration.goawayEvery.map({ answered % $0 == 0 }) == true {
-            goAway(lastStreamID: id)
+            // Takes no new streams from now on; GOAWAY goes out once the answer has (a stream's frames can queue
+            // behind connection frames).
+            closing = true
+            written.whenComplete { [self] _ in goAway(lastStreamID: id) }
         }
     }
 
