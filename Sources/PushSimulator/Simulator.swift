@@ -180,6 +180,9 @@ public final class GatewaySimulator: Service, Sendable {
     /// The accepted notifications, when ``SimulatorConfiguration/recordInMemory`` is set.
     public var recorded: [RecordedNotification] { recorder.records }
 
+    /// The accepted API requests, when ``SimulatorConfiguration/recordInMemory`` is set.
+    public var recordedRequests: [RecordedRequest] { recorder.requests }
+
     /// Writes out the record file's pending lines.
     public func flushRecord() async { await recorder.flush() }
 

@@ -403,7 +403,7 @@ public final class Pipeline: RecordSink {
                 let hex = entry.token.hex
                 let event = DeliveryErrorEvent(
                     eventID: entry.id, app: endpoint.app, environment: endpoint.environment.rawValue, token: hex,
-                    reason: reason, status: status?.code, detail: detail, attempts: outcome.attempts, source: source,
+                    reason: reason, status: status.map { UInt16($0.code) }, detail: detail, attempts: outcome.attempts, source: source,
                     occurredAt: now, messageKey: hex)
                 messages.append(OutgoingMessage(topic: errorTopic, key: Array(hex.utf8), value: event.json(), ticket: ticket))
                 reasons.append(reason)

@@ -36,7 +36,7 @@ public enum ProviderTokenFormat {
     /// Parses `header.claims.signature`; nil when any part is not what a provider token holds.
     public static func parse(_ token: some StringProtocol) -> Parsed? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let header = Base64URL.decode(parts[0]), let claims = Base64URL.decode(parts[1]),
+        guard parts.count == 3, parts.allSatisfy({ !$0.isEmpty }), let header = Base64URL.decode(parts[0]), let claims = Base64URL.decode(parts[1]),
             let signature = Base64URL.decode(parts[2])
         else { return nil }
         guard let h = try? JSONValue(parsing: header), let c = try? JSONValue(parsing: claims),

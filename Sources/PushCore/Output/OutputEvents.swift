@@ -32,8 +32,8 @@ public struct DeliveryErrorEvent: Hashable, Sendable {
     /// The normalised token when it parsed, else the token as written, else nil.
     public var token: String?
     public var reason: DeliveryErrorReason
-    /// The gateway's status code, when the gateway rejected it.
-    public var status: UInt8?
+    /// The gateway's status code (binary: 1...255; HTTP/2: the response's `:status`), when the gateway rejected it.
+    public var status: UInt16?
     public var detail: String?
     /// How many times the notification was sent to the gateway.
     public var attempts: Int
@@ -45,7 +45,7 @@ public struct DeliveryErrorEvent: Hashable, Sendable {
 
     public init(
         eventID: String?, app: String?, environment: String?, token: String?, reason: DeliveryErrorReason,
-        status: UInt8?, detail: String?, attempts: Int, source: RecordSource, occurredAt: Int64, messageKey: String?
+        status: UInt16?, detail: String?, attempts: Int, source: RecordSource, occurredAt: Int64, messageKey: String?
     ) {
         self.eventID = eventID
         self.app = app
@@ -86,7 +86,7 @@ public struct DeliveryErrorEvent: Hashable, Sendable {
     ) {
         self.init(
             eventID: event.id, app: event.app, environment: event.environment?.rawValue, token: event.token.hex,
-            reason: reason, status: status?.code, detail: detail, attempts: attempts, source: source,
+            reason: reason, status: status.map { UInt16($0.code) }, detail: detail, attempts: attempts, source: source,
             occurredAt: occurredAt, messageKey: event.token.hex)
     }
 
@@ -124,7 +124,7 @@ public struct DeliveryErrorEvent: Hashable, Sendable {
         guard let reason = DeliveryErrorReason(rawValue: try r.string("reason")) else {
             throw OutputEventError("delivery-error event: 'reason' is not a known reason")
         }
-        let status = try r.optionalInteger("status", in: 0...255)
+        let status = try r.optionalInteger("status", in: 0...599)
         let env = try r.optionalString("environment")
         if let env, APNsEnvironment(rawValue: env) == nil {
             throw OutputEventError("delivery-error event: 'environment' must be production, sandbox or null")
@@ -137,7 +137,7 @@ public struct DeliveryErrorEvent: Hashable, Sendable {
             offset: try s.integer("offset", in: 0...Int64.max))
         self.init(
             eventID: try r.optionalString("event_id"), app: try r.optionalString("app"), environment: env,
-            token: try r.optionalString("token"), reason: reason, status: status.map { UInt8($0) },
+            token: try r.optionalString("token"), reason: reason, status: status.map { UInt16($0) },
             detail: try r.optionalString("detail"), attempts: Int(try r.integer("attempts", in: 0...Int64(Int32.max))),
             source: source, occurredAt: try r.timestamp("occurred_at"), messageKey: nil)
     }

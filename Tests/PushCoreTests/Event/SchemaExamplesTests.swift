@@ -24,8 +24,12 @@ import Testing
 
     @Test(arguments: examples("notification-event", "valid"))
     func validNotificationEvent(path: String) {
-        let result = EventDecoder().decode(Self.load(path))
-        #expect(result.success != nil, "\(path): \(result.failure?.description ?? "")")
+        // Examples named http2-* are valid for apps on the http2 transport only (priority 1); the others for both.
+        let http2Only = path.split(separator: "/").last!.hasPrefix("http2-")
+        for decoder in http2Only ? [EventDecoder.http2] : [EventDecoder(), .http2] {
+            let result = decoder.decode(Self.load(path))
+            #expect(result.success != nil, "\(path): \(result.failure?.description ?? "")")
+        }
     }
 
     /// Each invalid example is named `REASON--rule.json`; the validator must refuse it with that reason.
@@ -34,6 +38,7 @@ import Testing
         let name = path.split(separator: "/").last!
         let reason = String(name[..<name.range(of: "--")!.lowerBound])
         #expect(EventDecoder().decode(Self.load(path)).failure?.reason.rawValue == reason, "\(path)")
+        #expect(EventDecoder.http2.decode(Self.load(path)).failure?.reason.rawValue == reason, "\(path) (http2)")
     }
 
     @Test(arguments: examples("delivery-error-event", "valid"))
