@@ -1,3 +1,5 @@
+import NIOCore
+
 /// An `apns-id`: a UUID naming one notification request. Written as 8-4-4-4-12 lowercase hex digits.
 public struct APNsID: Hashable, Sendable, CustomStringConvertible {
     public var high: UInt64
@@ -14,14 +16,30 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
     /// The apns-id of an event that names none: UUID version 5 (SHA-1) in ``namespace`` of the name
     /// `app` + one zero byte + `eventID` (UTF-8), so that a redelivered event carries the same apns-id.
     public static func derived(app: String, eventID: String) -> APNsID {
-        var name = namespace.bytes
-        name.append(contentsOf: app.utf8)
-        name.append(0)
-        name.append(contentsOf: eventID.utf8)
-        var digest = Array(SHA1.digest(name).prefix(16))
-        digest[6] = digest[6] & 0x0F | 0x50
-        digest[8] = digest[8] & 0x3F | 0x80
-        return APNsID(bytes: digest)
+        var app = app
+        var eventID = eventID
+        return app.withUTF8 { appBytes in
+            eventID.withUTF8 { idBytes in
+                let count = 16 + appBytes.count + 1 + idBytes.count
+                return withUnsafeTemporaryAllocation(byteCount: count, alignment: 8) { name in
+                    for i in 0..<8 {
+                        name[i] = UInt8(truncatingIfNeeded: namespace.high >> UInt64(56 - 8 * i))
+                        name[8 + i] = UInt8(truncatingIfNeeded: namespace.low >> UInt64(56 - 8 * i))
+                    }
+                    UnsafeMutableRawBufferPointer(rebasing: name[16...]).copyMemory(from: UnsafeRawBufferPointer(appBytes))
+                    name[16 + appBytes.count] = 0
+                    UnsafeMutableRawBufferPointer(rebasing: name[(17 + appBytes.count)...])
+                        .copyMemory(from: UnsafeRawBufferPointer(idBytes))
+                    let h = SHA1.digest(UnsafeRawBufferPointer(name))
+                    // The first 128 bits of the digest, version 5 and the RFC 9562 variant set.
+                    let high = UInt64(h.0) << 32 | UInt64(h.1)
+                    let low = UInt64(h.2) << 32 | UInt64(h.3)
+                    return APNsID(
+                        high: high & ~0xF000 | 0x5000,
+                        low: low & 0x3FFF_FFFF_FFFF_FFFF | 0x8000_0000_0000_0000)
+                }
+            }
+        }
     }
 
     init(bytes: [UInt8]) {
@@ -71,6 +89,24 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
                 let shift = UInt64(60 - 4 * (i % 16))
                 out.append(hex[Int(word >> shift & 0xF)])
             }
+        }
+    }
+
+    /// Writes the 36 characters of the canonical lowercase form into `buffer`.
+    public func write(into buffer: inout ByteBuffer) {
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 36) { out in
+            var index = 0
+            for i in 0..<32 {
+                if i == 8 || i == 12 || i == 16 || i == 20 {
+                    out[index] = UInt8(ascii: "-")
+                    index += 1
+                }
+                let word = i < 16 ? high : low
+                let nibble = UInt8(truncatingIfNeeded: word >> UInt64(60 - 4 * (i % 16))) & 0xF
+                out[index] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble
+                index += 1
+            }
+            return 36
         }
     }
 

@@ -89,9 +89,14 @@ public struct APNsRequest: Hashable, Sendable {
     /// the encoding benchmark and the simulator's record.
     public func writeFields(into buffer: inout ByteBuffer) {
         buffer.writeStaticString(":method: POST\n:scheme: https\n:path: /3/device/")
-        for byte in token.bytes {
-            buffer.writeInteger(Self.hexDigits[Int(byte >> 4)])
-            buffer.writeInteger(Self.hexDigits[Int(byte & 0xF)])
+        let tokenBytes = token.bytes
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: tokenBytes.count * 2) { out in
+            for (i, byte) in tokenBytes.enumerated() {
+                let high = byte >> 4, low = byte & 0xF
+                out[2 * i] = high < 10 ? UInt8(ascii: "0") + high : UInt8(ascii: "a") - 10 + high
+                out[2 * i + 1] = low < 10 ? UInt8(ascii: "0") + low : UInt8(ascii: "a") - 10 + low
+            }
+            return tokenBytes.count * 2
         }
         buffer.writeStaticString("\napns-topic: ")
         buffer.writeString(topic)
@@ -102,10 +107,7 @@ public struct APNsRequest: Hashable, Sendable {
         buffer.writeStaticString("\napns-expiration: ")
         Self.writeDecimal(expiration, into: &buffer)
         buffer.writeStaticString("\napns-id: ")
-        var id: [UInt8] = []
-        id.reserveCapacity(36)
-        apnsID.write(to: &id)
-        buffer.writeBytes(id)
+        apnsID.write(into: &buffer)
         if let collapseID {
             buffer.writeStaticString("\napns-collapse-id: ")
             buffer.writeString(collapseID)
@@ -113,8 +115,6 @@ public struct APNsRequest: Hashable, Sendable {
         buffer.writeStaticString("\n\n")
         buffer.writeBytes(body)
     }
-
-    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
     private static func writeDecimal(_ value: UInt32, into buffer: inout ByteBuffer) {
         if value >= 10 { writeDecimal(value / 10, into: &buffer) }

@@ -1,17 +1,47 @@
-/// SHA-1, for UUID version 5 only (RFC 9562 names it; nothing here relies on SHA-1 for security).
+/// SHA-1, for UUID version 5 only (RFC 9562 names it; nothing here relies on SHA-1 for security). Allocates
+/// nothing: the message is read in place and the last blocks are padded on the stack.
 enum SHA1 {
+    typealias State = (UInt32, UInt32, UInt32, UInt32, UInt32)
+
     static func digest(_ message: [UInt8]) -> [UInt8] {
-        var h: (UInt32, UInt32, UInt32, UInt32, UInt32) = (0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0)
-        var padded = message
-        padded.append(0x80)
-        while padded.count % 64 != 56 { padded.append(0) }
-        let bits = UInt64(message.count) &* 8
-        for shift in stride(from: 56, through: 0, by: -8) { padded.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
-        var w = [UInt32](repeating: 0, count: 80)
-        for chunk in stride(from: 0, to: padded.count, by: 64) {
+        let h = message.withUnsafeBytes { digest($0) }
+        var out: [UInt8] = []
+        out.reserveCapacity(20)
+        for word in [h.0, h.1, h.2, h.3, h.4] {
+            for shift in stride(from: 24, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: word >> UInt32(shift))) }
+        }
+        return out
+    }
+
+    static func digest(_ message: UnsafeRawBufferPointer) -> State {
+        var h: State = (0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0)
+        let whole = message.count / 64 * 64
+        var offset = 0
+        while offset < whole {
+            compress(&h, UnsafeRawBufferPointer(rebasing: message[offset..<offset + 64]))
+            offset += 64
+        }
+        // The rest, 0x80, zeros, and the length in bits: one or two blocks.
+        withUnsafeTemporaryAllocation(byteCount: 128, alignment: 8) { tail in
+            tail.initializeMemory(as: UInt8.self, repeating: 0)
+            let rest = message.count - whole
+            if rest > 0 { tail.copyMemory(from: UnsafeRawBufferPointer(rebasing: message[whole...])) }
+            tail[rest] = 0x80
+            let blocks = rest + 9 <= 64 ? 1 : 2
+            let bits = UInt64(message.count) &* 8
+            for i in 0..<8 { tail[blocks * 64 - 1 - i] = UInt8(truncatingIfNeeded: bits >> UInt64(8 * i)) }
+            for b in 0..<blocks {
+                compress(&h, UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(tail)[(b * 64)..<(b * 64 + 64)]))
+            }
+        }
+        return h
+    }
+
+    private static func compress(_ h: inout State, _ block: UnsafeRawBufferPointer) {
+        withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 80) { w in
             for i in 0..<16 {
-                let b = chunk + i * 4
-                w[i] = UInt32(padded[b]) << 24 | UInt32(padded[b + 1]) << 16 | UInt32(padded[b + 2]) << 8 | UInt32(padded[b + 3])
+                w[i] = UInt32(block[i * 4]) << 24 | UInt32(block[i * 4 + 1]) << 16 | UInt32(block[i * 4 + 2]) << 8
+                    | UInt32(block[i * 4 + 3])
             }
             for i in 16..<80 { w[i] = rotl(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1) }
             var (a, b, c, d, e) = h
@@ -29,12 +59,6 @@ enum SHA1 {
             }
             h = (h.0 &+ a, h.1 &+ b, h.2 &+ c, h.3 &+ d, h.4 &+ e)
         }
-        var out: [UInt8] = []
-        out.reserveCapacity(20)
-        for word in [h.0, h.1, h.2, h.3, h.4] {
-            for shift in stride(from: 24, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: word >> UInt32(shift))) }
-        }
-        return out
     }
 
     @inline(__always)
