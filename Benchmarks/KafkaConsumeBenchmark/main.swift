@@ -64,7 +64,7 @@ await withTaskGroup(of: Void.self) { group in
     for await batch in consumer.records {
         if firstRecord == nil { firstRecord = ContinuousClock.now }
         received += batch.count
-        consumer.offsets.outcomeKnown(batch)
+        for record in batch { consumer.offsets.outcomeKnown(record) }
         if received >= count { break }
     }
     consumer.stop()

@@ -94,20 +94,32 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
 
     /// Writes the 36 characters of the canonical lowercase form into `buffer`.
     public func write(into buffer: inout ByteBuffer) {
-        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 36) { out in
-            var index = 0
-            for i in 0..<32 {
-                if i == 8 || i == 12 || i == 16 || i == 20 {
-                    out[index] = UInt8(ascii: "-")
-                    index += 1
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 36) { write(into: $0) }
+    }
+
+    /// Writes the 36 characters of the canonical lowercase form at the start of `out`; returns 36.
+    @discardableResult
+    public func write(into out: UnsafeMutableRawBufferPointer) -> Int {
+        precondition(out.count >= 36)
+        let base = out.baseAddress!
+        APNsRequest.hexPairs.withUnsafeBufferPointer { pairs in
+            @inline(__always) func hex(_ word: UInt64, _ digits: Int, shift: Int, at offset: Int) {
+                for i in 0..<digits / 2 {
+                    let byte = Int(truncatingIfNeeded: word >> UInt64(shift - 4 - 8 * i)) & 0xFF
+                    base.storeBytes(of: pairs[byte], toByteOffset: offset + 2 * i, as: UInt16.self)
                 }
-                let word = i < 16 ? high : low
-                let nibble = UInt8(truncatingIfNeeded: word >> UInt64(60 - 4 * (i % 16))) & 0xF
-                out[index] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble
-                index += 1
             }
-            return 36
+        hex(high, 8, shift: 60, at: 0)
+        base.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 8, as: UInt8.self)
+        hex(high, 4, shift: 28, at: 9)
+        base.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 13, as: UInt8.self)
+        hex(high, 4, shift: 12, at: 14)
+        base.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 18, as: UInt8.self)
+        hex(low, 4, shift: 60, at: 19)
+        base.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 23, as: UInt8.self)
+        hex(low, 12, shift: 44, at: 24)
         }
+        return 36
     }
 
     public var description: String {

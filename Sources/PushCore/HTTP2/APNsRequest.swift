@@ -43,7 +43,7 @@ public struct APNsRequest: Hashable, Sendable {
         event: NotificationEvent, app: HTTP2AppSettings, recordTimestamp: Int64, defaultTTL: Int64
     ) throws(BuildError) {
         let pushType = event.resolvedPushType
-        if pushType == .mdm {
+        if case .mdm = pushType {
             guard let topic = app.mdmTopic else { throw .mdmTopicMissing }
             self.topic = topic
         } else {
@@ -85,40 +85,52 @@ public struct APNsRequest: Hashable, Sendable {
     }
 
     /// Writes the header fields as `name: value` lines (what an HPACK encoder consumes, in this order) and then the
-    /// body, without building a string. The shape of the request's wire image before header compression; used by
-    /// the encoding benchmark and the simulator's record.
+    /// body, without building a string: the request's wire image before header compression, in one reservation of
+    /// the buffer. Used by the encoding benchmark and the tests.
     public func writeFields(into buffer: inout ByteBuffer) {
-        buffer.writeStaticString(":method: POST\n:scheme: https\n:path: /3/device/")
         let tokenBytes = token.bytes
-        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: tokenBytes.count * 2) { out in
-            for (i, byte) in tokenBytes.enumerated() {
-                let high = byte >> 4, low = byte & 0xF
-                out[2 * i] = high < 10 ? UInt8(ascii: "0") + high : UInt8(ascii: "a") - 10 + high
-                out[2 * i + 1] = low < 10 ? UInt8(ascii: "0") + low : UInt8(ascii: "a") - 10 + low
+        let priority = Self.priorityText(priority)
+        let pushType = self.pushType.rawValue
+        var digits = 1
+        var rest = expiration
+        while rest >= 10 { rest /= 10; digits += 1 }
+        let fixed = 46 + 13 + 17 + 16 + 18 + 10 + 2  // the static parts below, counted
+        let total = fixed + tokenBytes.count * 2 + topic.utf8.count + pushType.utf8.count + priority.utf8.count + digits
+            + 36 + (collapseID.map { 19 + $0.utf8.count } ?? 0) + body.count
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: total) { out in
+            var w = RawWriter(out)
+            w.put(":method: POST\n:scheme: https\n:path: /3/device/")  // 46
+            Self.hexPairs.withUnsafeBufferPointer { pairs in
+                for byte in tokenBytes {
+                    w.base.storeBytes(of: pairs[Int(byte)], toByteOffset: w.offset, as: UInt16.self)
+                    w.offset += 2
+                }
             }
-            return tokenBytes.count * 2
+            w.put("\napns-topic: ")  // 13
+            w.put(topic)
+            w.put("\napns-push-type: ")  // 17
+            w.put(pushType)
+            w.put("\napns-priority: ")  // 16
+            w.put(priority)
+            w.put("\napns-expiration: ")  // 18
+            w.decimal(expiration, digits: digits)
+            w.put("\napns-id: ")  // 10
+            w.offset += apnsID.write(into: UnsafeMutableRawBufferPointer(rebasing: out[w.offset..<w.offset + 36]))
+            if let collapseID {
+                w.put("\napns-collapse-id: ")  // 19
+                w.put(collapseID)
+            }
+            w.put("\n\n")  // 2
+            body.withUnsafeBytes { w.put($0) }
+            precondition(w.offset == total, "writeFields counted \(total) bytes and wrote \(w.offset)")
+            return w.offset
         }
-        buffer.writeStaticString("\napns-topic: ")
-        buffer.writeString(topic)
-        buffer.writeStaticString("\napns-push-type: ")
-        buffer.writeString(pushType.rawValue)
-        buffer.writeStaticString("\napns-priority: ")
-        buffer.writeString(Self.priorityText(priority))
-        buffer.writeStaticString("\napns-expiration: ")
-        Self.writeDecimal(expiration, into: &buffer)
-        buffer.writeStaticString("\napns-id: ")
-        apnsID.write(into: &buffer)
-        if let collapseID {
-            buffer.writeStaticString("\napns-collapse-id: ")
-            buffer.writeString(collapseID)
-        }
-        buffer.writeStaticString("\n\n")
-        buffer.writeBytes(body)
     }
 
-    private static func writeDecimal(_ value: UInt32, into buffer: inout ByteBuffer) {
-        if value >= 10 { writeDecimal(value / 10, into: &buffer) }
-        buffer.writeInteger(UInt8(ascii: "0") + UInt8(value % 10))
+    /// The two lowercase hex digits of each byte value, as stored in memory (first digit at the lower address).
+    static let hexPairs: [UInt16] = (0..<256).map { value in
+        let digits = Array("0123456789abcdef".utf8)
+        return UInt16(digits[value >> 4]) | UInt16(digits[value & 0xF]) << 8
     }
 
     /// The `encode --format http2` object: `{"path", "headers": {...}, "body"}` with the body as a string.
@@ -138,5 +150,32 @@ public struct APNsRequest: Hashable, Sendable {
         writer.value(String(decoding: body, as: UTF8.self))
         writer.endObject()
         return writer.string
+    }
+}
+
+/// Text for the HTTP/2 request's wire image (``APNsRequest/writeFields(into:)``), into memory already reserved.
+extension RawWriter {
+    @inline(__always) mutating func put(_ text: StaticString) {
+        (base.baseAddress! + offset).copyMemory(from: text.utf8Start, byteCount: text.utf8CodeUnitCount)
+        offset += text.utf8CodeUnitCount
+    }
+
+    @inline(__always) mutating func put(_ bytes: UnsafeRawBufferPointer) {
+        if let source = bytes.baseAddress { (base.baseAddress! + offset).copyMemory(from: source, byteCount: bytes.count) }
+        offset += bytes.count
+    }
+
+    @inline(__always) mutating func put(_ text: String) {
+        var text = text
+        text.withUTF8 { put(UnsafeRawBufferPointer($0)) }
+    }
+
+    @inline(__always) mutating func decimal(_ value: UInt32, digits: Int) {
+        var value = value
+        for i in stride(from: digits - 1, through: 0, by: -1) {
+            base.storeBytes(of: 0x30 + UInt8(value % 10), toByteOffset: offset + i, as: UInt8.self)
+            value /= 10
+        }
+        offset += digits
     }
 }

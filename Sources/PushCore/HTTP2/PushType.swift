@@ -18,7 +18,10 @@ public enum PushType: String, CaseIterable, Hashable, Sendable {
     }
 
     /// The largest body Apple accepts for this push type.
-    public var maxPayloadSize: Int { self == .voip ? 5120 : 4096 }
+    public var maxPayloadSize: Int {
+        if case .voip = self { return 5120 }
+        return 4096
+    }
 
     /// The largest body of any push type: what `validate --format http2` allows before knowing the type.
     public static let largestPayloadSize = 5120

@@ -39,24 +39,17 @@ enum SHA1 {
 
     private static func compress(_ h: inout State, _ block: UnsafeRawBufferPointer) {
         withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 80) { w in
-            for i in 0..<16 {
-                w[i] = UInt32(block[i * 4]) << 24 | UInt32(block[i * 4 + 1]) << 16 | UInt32(block[i * 4 + 2]) << 8
-                    | UInt32(block[i * 4 + 3])
-            }
+            for i in 0..<16 { w[i] = UInt32(bigEndian: block.loadUnaligned(fromByteOffset: i * 4, as: UInt32.self)) }
             for i in 16..<80 { w[i] = rotl(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1) }
             var (a, b, c, d, e) = h
-            for i in 0..<80 {
-                let f: UInt32
-                let k: UInt32
-                switch i {
-                case 0..<20: f = (b & c) | (~b & d); k = 0x5A82_7999
-                case 20..<40: f = b ^ c ^ d; k = 0x6ED9_EBA1
-                case 40..<60: f = (b & c) | (b & d) | (c & d); k = 0x8F1B_BCDC
-                default: f = b ^ c ^ d; k = 0xCA62_C1D6
-                }
-                let t = rotl(a, 5) &+ f &+ e &+ k &+ w[i]
+            @inline(__always) func round(_ f: UInt32, _ k: UInt32, _ wi: UInt32) {
+                let t = rotl(a, 5) &+ f &+ e &+ k &+ wi
                 e = d; d = c; c = rotl(b, 30); b = a; a = t
             }
+            for i in 0..<20 { round((b & c) | (~b & d), 0x5A82_7999, w[i]) }
+            for i in 20..<40 { round(b ^ c ^ d, 0x6ED9_EBA1, w[i]) }
+            for i in 40..<60 { round((b & c) | (b & d) | (c & d), 0x8F1B_BCDC, w[i]) }
+            for i in 60..<80 { round(b ^ c ^ d, 0xCA62_C1D6, w[i]) }
             h = (h.0 &+ a, h.1 &+ b, h.2 &+ c, h.3 &+ d, h.4 &+ e)
         }
     }
