@@ -232,22 +232,17 @@ public final class GatewaySimulator: Service, Sendable {
                 authentication = .token
             }
             let connection = APIConnection(
-                number: context.state.openAPIConnection(), authentication: authentication, context: context,
-                channel: channel)
+                number: context.state.openAPIConnection(), authentication: authentication, context: context)
             var settings = NIOHTTP2Handler.ConnectionConfiguration()
+            settings.targetWindowSize = APIConnection.connectionWindow
             settings.initialSettings = [
                 HTTP2Setting(parameter: .maxConcurrentStreams, value: connection.initialStreamLimit),
                 HTTP2Setting(parameter: .maxHeaderListSize, value: HPACKDecoder.defaultMaxHeaderListSize),
             ]
             return channel.eventLoop.makeCompletedFuture {
-                _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
-                    mode: .server, connectionConfiguration: settings,
-                    streamConfiguration: NIOHTTP2Handler.StreamConfiguration()
-                ) { stream in
-                    stream.eventLoop.makeCompletedFuture {
-                        try stream.pipeline.syncOperations.addHandler(APIStreamHandler(connection: connection))
-                    }
-                }
+                let sync = channel.pipeline.syncOperations
+                try sync.addHandler(NIOHTTP2Handler(mode: .server, connectionConfiguration: settings))
+                try sync.addHandler(connection)
             }
         })
     }

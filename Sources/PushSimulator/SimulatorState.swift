@@ -102,9 +102,9 @@ final class SimulatorState: Sendable {
         }
     }
 
-    func countAPI(answer: String? = nil, goaway: Bool = false, abruptClose: Bool = false) {
+    func countAPI(answer: String? = nil, times: Int = 1, goaway: Bool = false, abruptClose: Bool = false) {
         state.withLock { s in
-            if let answer { s.summary.apiAnswers[answer, default: 0] += 1 }
+            if let answer { s.summary.apiAnswers[answer, default: 0] += times }
             if goaway { s.summary.apiGoaways += 1 }
             if abruptClose { s.summary.apiAbruptCloses += 1 }
         }

@@ -13,28 +13,41 @@ struct APIServerContext: Sendable {
     var logger: Logger
 }
 
-/// One HTTP/2 connection of the simulated API: numbers its requests, applies the faults, raises the stream limit
-/// after a token connection's first success, sends GOAWAY and closes.
-///
-/// Touched only on its channel's event loop (the connection channel and its stream channels share it); `Sendable`
-/// so that NIO's stream initializer, which runs on that loop, may capture it.
-final class APIConnection: @unchecked Sendable {
+/// One HTTP/2 connection of the simulated API, a handler on the connection's channel behind `NIOHTTP2Handler`
+/// (frame level: no channel per stream): gathers each stream's HEADERS and DATA, answers at END_STREAM, numbers the
+/// requests, applies the faults, raises the stream limit after a token connection's first success, sends GOAWAY
+/// and closes. Answers are flushed once per read.
+final class APIConnection: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
+
     let number: Int
     let authentication: APIAuthentication
     private let context: APIServerContext
-    private let channel: any Channel
     private var tokenHistory = APITokenHistory()
     private var random: SplitMix64
     private var received = 0
     private var answered = 0
     private var succeeded = false
     private var closing = false
+    private var needsFlush = false
+    /// Requests whose END_STREAM has not arrived yet.
+    private var partial: [HTTP2StreamID: PartialRequest] = [:]
 
-    init(number: Int, authentication: APIAuthentication, context: APIServerContext, channel: any Channel) {
+    /// More than any push type allows: the rest of a longer body is dropped and the request answered 413.
+    static let bodyLimit = PushType.largestPayloadSize + 1
+
+    private struct PartialRequest {
+        var headers = HPACKHeaders()
+        var body: [UInt8] = []
+        var bodyTooLong = false
+        var unacknowledged = 0
+    }
+
+    init(number: Int, authentication: APIAuthentication, context: APIServerContext) {
         self.number = number
         self.authentication = authentication
         self.context = context
-        self.channel = channel
         self.random = SplitMix64(seed: context.configuration.seed &+ UInt64(number) &* 0x9E37_79B9)
     }
 
@@ -43,18 +56,102 @@ final class APIConnection: @unchecked Sendable {
         authentication == .token ? 1 : context.configuration.maxConcurrentStreams
     }
 
-    /// A complete request arrived on `stream`.
-    func received(
-        headers: HPACKHeaders, body: [UInt8], bodyTooLong: Bool, on stream: any Channel, id: HTTP2StreamID
-    ) {
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        let id = frame.streamID
+        let endStream: Bool
+        switch frame.payload {
+        case .headers(let headers):
+            partial[id, default: PartialRequest()].headers.add(contentsOf: headers.headers)
+            endStream = headers.endStream
+        case .data(let data):
+            if case .byteBuffer(let buffer) = data.data {
+                consumed(buffer.readableBytes + (data.paddingBytes ?? 0), stream: id, context: context)
+                var request = partial[id, default: PartialRequest()]
+                if request.body.count + buffer.readableBytes > Self.bodyLimit {
+                    request.bodyTooLong = true
+                } else {
+                    request.body.append(contentsOf: buffer.readableBytesView)
+                }
+                partial[id] = request
+            }
+            endStream = data.endStream
+        case .rstStream:
+            partial[id] = nil
+            return
+        default:
+            return
+        }
+        guard endStream, let request = partial.removeValue(forKey: id) else { return }
+        received(request, id: id, context: context)
+    }
+
+    /// Opens the connection's flow-control window to 16 MiB at once: many concurrent requests' bodies arrive
+    /// back to back, so streams finish in the order they were opened (NIO's stream bookkeeping is cheapest then).
+    func handlerAdded(context: ChannelHandlerContext) {
+        let frame = HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: Self.connectionWindow - 65_535))
+        context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
+    }
+
+    static let connectionWindow = 16 << 20
+
+    /// DATA bytes read since the last connection WINDOW_UPDATE. Without a stream multiplexer nothing else returns
+    /// the flow-control window: the connection's is given back every 32 KiB, a stream's for bodies longer than that.
+    private var unacknowledged = 0
+    private static let windowStep = 32 * 1024
+
+    private func consumed(_ bytes: Int, stream: HTTP2StreamID, context: ChannelHandlerContext) {
+        guard bytes > 0 else { return }
+        unacknowledged += bytes
+        if unacknowledged >= Self.windowStep {
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unacknowledged))), promise: nil)
+            unacknowledged = 0
+            needsFlush = true
+        }
+        var request = partial[stream, default: PartialRequest()]
+        request.unacknowledged += bytes
+        if request.unacknowledged >= Self.windowStep {
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .windowUpdate(windowSizeIncrement: request.unacknowledged))), promise: nil)
+            request.unacknowledged = 0
+            needsFlush = true
+        }
+        partial[stream] = request
+    }
+
+    /// 200s answered since they were last added to the summary (once per read, not once per request).
+    private var uncountedAccepted = 0
+
+    private func countAccepted() {
+        if uncountedAccepted > 0 {
+            self.context.state.countAPI(answer: "200", times: uncountedAccepted)
+            uncountedAccepted = 0
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        countAccepted()
+        context.fireChannelInactive()
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        countAccepted()
+        if needsFlush {
+            needsFlush = false
+            context.flush()
+        }
+        context.fireChannelReadComplete()
+    }
+
+    /// A complete request arrived on stream `id`.
+    private func received(_ request: PartialRequest, id: HTTP2StreamID, context: ChannelHandlerContext) {
         guard !closing else { return }
         received += 1
-        let configuration = context.configuration
+        let configuration = self.context.configuration
         if let every = configuration.closeEvery, received % every == 0 {
             closing = true
-            context.state.countAPI(abruptClose: true)
-            context.logger.debug("api: cutting the connection (close-every)", metadata: ["connection": "\(number)"])
-            channel.close(promise: nil)
+            self.context.state.countAPI(abruptClose: true)
+            self.context.logger.debug("api: cutting the connection (close-every)", metadata: ["connection": "\(number)"])
+            context.close(promise: nil)
             return
         }
         var answer: APIAnswer
@@ -63,9 +160,9 @@ final class APIConnection: @unchecked Sendable {
             answer = APIAnswer(status: 503, reason: .shutdown, apnsID: Self.newID(&random))
             retire = true
         } else {
-            let fields = headers.map { (name: $0.name, value: $0.value) }
-            answer = context.check.answer(
-                headers: fields, body: bodyTooLong ? [UInt8](repeating: 0x20, count: 5121) : body,
+            let fields = request.headers.map { (name: $0.name, value: $0.value) }
+            answer = self.context.check.answer(
+                headers: fields, body: request.bodyTooLong ? [UInt8](repeating: 0x20, count: Self.bodyLimit) : request.body,
                 authentication: authentication, tokenHistory: &tokenHistory, now: unixMilliseconds() / 1000,
                 newID: { Self.newID(&random) })
             if answer.status == 200 {
@@ -78,57 +175,60 @@ final class APIConnection: @unchecked Sendable {
         }
         let delay = configuration.responseDelayMilliseconds
         if delay > 0 {
-            stream.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(delay))) { [self] in
-                respond(answer, on: stream, id: id, retire: retire)
+            context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(delay))) { [self] in
+                respond(answer, id: id, retire: retire, context: context)
+                countAccepted()
+                if needsFlush {
+                    needsFlush = false
+                    context.flush()
+                }
             }
         } else {
-            respond(answer, on: stream, id: id, retire: retire)
+            respond(answer, id: id, retire: retire, context: context)
         }
     }
 
-    private func respond(_ answer: APIAnswer, on stream: any Channel, id: HTTP2StreamID, retire: Bool) {
+    private func respond(_ answer: APIAnswer, id: HTTP2StreamID, retire: Bool, context: ChannelHandlerContext) {
         guard !closing else { return }
         var headers = HPACKHeaders()
         headers.add(name: ":status", value: String(answer.status))
         headers.add(name: "apns-id", value: answer.apnsID)
         let body = answer.body
         if !body.isEmpty { headers.add(name: "content-type", value: "application/json") }
-        let head = HTTP2Frame.FramePayload.headers(.init(headers: headers, endStream: body.isEmpty))
-        let written: EventLoopFuture<Void>
+        let written = context.eventLoop.makePromise(of: Void.self)
+        let head = HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: body.isEmpty)))
         if body.isEmpty {
-            written = stream.writeAndFlush(head)
+            context.write(wrapOutboundOut(head), promise: written)
         } else {
-            stream.write(head, promise: nil)
-            written = stream.writeAndFlush(
-                HTTP2Frame.FramePayload.data(.init(data: .byteBuffer(ByteBuffer(bytes: body)), endStream: true)))
+            context.write(wrapOutboundOut(head), promise: nil)
+            let data = HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(ByteBuffer(bytes: body)), endStream: true)))
+            context.write(wrapOutboundOut(data), promise: written)
         }
+        needsFlush = true
         answered += 1
-        context.state.countAPI(answer: answer.summaryKey)
+        if answer.status == 200 { uncountedAccepted += 1 } else { self.context.state.countAPI(answer: answer.summaryKey) }
         if let accepted = answer.accepted {
-            context.recorder.append(request: RecordedRequest(accepted: accepted, connection: number, time: unixMilliseconds()))
+            self.context.recorder.append(request: RecordedRequest(accepted: accepted, connection: number, time: unixMilliseconds()))
             if !succeeded {
                 succeeded = true
                 if authentication == .token {
-                    let limit = HTTP2Setting(parameter: .maxConcurrentStreams, value: context.configuration.maxConcurrentStreams)
-                    channel.writeAndFlush(HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([limit]))), promise: nil)
+                    let limit = HTTP2Setting(parameter: .maxConcurrentStreams, value: self.context.configuration.maxConcurrentStreams)
+                    context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([limit])))), promise: nil)
                 }
             }
         }
-        if retire || context.configuration.goawayEvery.map({ answered % $0 == 0 }) == true {
-            // Takes no new streams from now on; GOAWAY goes out once the answer has (a stream's frames can queue
-            // behind connection frames).
+        if retire || self.context.configuration.goawayEvery.map({ answered % $0 == 0 }) == true {
+            // Takes no new streams from now on; GOAWAY goes out once the answer has.
             closing = true
-            written.whenComplete { [self] _ in goAway(lastStreamID: id) }
+            countAccepted()
+            self.context.state.countAPI(goaway: true)
+            written.futureResult.assumeIsolated().whenComplete { [self] _ in
+                let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: id, errorCode: .noError, opaqueData: nil))
+                context.writeAndFlush(wrapOutboundOut(frame)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+            }
+            needsFlush = false
+            context.flush()
         }
-    }
-
-    /// GOAWAY naming `lastStreamID`, then close: streams above it go unanswered.
-    private func goAway(lastStreamID: HTTP2StreamID) {
-        closing = true
-        context.state.countAPI(goaway: true)
-        let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastStreamID, errorCode: .noError, opaqueData: nil))
-        let channel = self.channel
-        channel.writeAndFlush(frame).whenComplete { _ in channel.close(promise: nil) }
     }
 
     static func newID(_ random: inout SplitMix64) -> String {
@@ -136,45 +236,5 @@ final class APIConnection: @unchecked Sendable {
         id.high = id.high & ~0xF000 | 0x4000  // version 4
         id.low = id.low & 0x3FFF_FFFF_FFFF_FFFF | 0x8000_0000_0000_0000
         return id.description
-    }
-}
-
-/// One request stream: gathers the HEADERS and DATA frames, hands the request to its connection at END_STREAM.
-final class APIStreamHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame.FramePayload
-    typealias OutboundOut = HTTP2Frame.FramePayload
-
-    private let connection: APIConnection
-    private var headers = HPACKHeaders()
-    private var body: [UInt8] = []
-    private var bodyTooLong = false
-    /// More than any push type allows: the rest of a longer body is dropped and the request answered 413.
-    static let bodyLimit = PushType.largestPayloadSize + 1
-
-    init(connection: APIConnection) {
-        self.connection = connection
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let endStream: Bool
-        switch unwrapInboundIn(data) {
-        case .headers(let frame):
-            headers.add(contentsOf: frame.headers)
-            endStream = frame.endStream
-        case .data(let frame):
-            if case .byteBuffer(let buffer) = frame.data {
-                if body.count + buffer.readableBytes > Self.bodyLimit {
-                    bodyTooLong = true
-                } else {
-                    body.append(contentsOf: buffer.readableBytesView)
-                }
-            }
-            endStream = frame.endStream
-        default:
-            return
-        }
-        guard endStream else { return }
-        let id = (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)) ?? .rootStream
-        connection.received(headers: headers, body: body, bodyTooLong: bodyTooLong, on: context.channel, id: id)
     }
 }

@@ -11,7 +11,9 @@ enum APIAuthentication: Hashable, Sendable {
 /// The provider-token history of one token connection: Apple refuses a new token within 20 minutes of the
 /// previous one on the same connection (429 TooManyProviderTokenUpdates).
 struct APITokenHistory: Sendable {
+    /// The token in use on the connection, verified, and when it was issued.
     var current: String?
+    var issuedAt: Int64 = 0
     var since: Int64 = 0
     /// Seconds a connection's token must be used before another may replace it.
     static let minimumInterval: Int64 = 20 * 60
@@ -61,29 +63,40 @@ struct APIRequestCheck: Sendable {
     /// Token → the 410 timestamp (milliseconds).
     var unregistered: [[UInt8]: Int64]
 
-    private static let known: Set<String> = [
-        "apns-topic", "apns-push-type", "apns-priority", "apns-expiration", "apns-id", "apns-collapse-id",
-        "authorization",
-    ]
+    /// The headers the API reads, each at most once.
+    private struct Fields {
+        var topic, pushType, priority, expiration, id, collapseID, authorization: String?
+        var duplicate = false
+
+        mutating func set(_ field: WritableKeyPath<Fields, String?>, _ value: String) {
+            if self[keyPath: field] != nil { duplicate = true }
+            self[keyPath: field] = value
+        }
+    }
 
     func answer(
         headers: [(name: String, value: String)], body: [UInt8], authentication: APIAuthentication,
         tokenHistory: inout APITokenHistory, now: Int64, newID: () -> String
     ) -> APIAnswer {
-        var single: [String: String] = [:]
+        var single = Fields()
         var method: String?
         var path: String?
-        var duplicate = false
         for (name, value) in headers {
             switch name {
             case ":method": method = value
             case ":path": path = value
-            default:
-                guard Self.known.contains(name) else { continue }
-                if single.updateValue(value, forKey: name) != nil { duplicate = true }
+            case "apns-topic": single.set(\.topic, value)
+            case "apns-push-type": single.set(\.pushType, value)
+            case "apns-priority": single.set(\.priority, value)
+            case "apns-expiration": single.set(\.expiration, value)
+            case "apns-id": single.set(\.id, value)
+            case "apns-collapse-id": single.set(\.collapseID, value)
+            case "authorization": single.set(\.authorization, value)
+            default: continue
             }
         }
-        let requestID = single["apns-id"]
+        let duplicate = single.duplicate
+        let requestID = single.id
         // Every answer carries apns-id: the request's when it is a UUID, else a new one.
         let answerID = requestID.flatMap { APNsID($0) != nil ? $0 : nil } ?? newID()
         func fail(_ reason: APNsReason, timestamp: Int64? = nil) -> APIAnswer {
@@ -101,28 +114,33 @@ struct APIRequestCheck: Sendable {
 
         if authentication == .token {
             guard let verifier else { return fail(.missingProviderToken) }
-            guard let authorization = single["authorization"] else { return fail(.missingProviderToken) }
+            guard let authorization = single.authorization else { return fail(.missingProviderToken) }
             guard authorization.hasPrefix("bearer ") else { return fail(.invalidProviderToken) }
-            let jwt = String(authorization.dropFirst("bearer ".count))
-            if let refusal = verifier.check(jwt, now: now) { return fail(refusal) }
-            if tokenHistory.current != jwt {
+            let jwt = authorization.dropFirst("bearer ".count)
+            if tokenHistory.current.map({ $0 == jwt }) == true {
+                // The connection's token, verified already: only its age can change.
+                if now - tokenHistory.issuedAt > ProviderTokenVerifier.maximumAge { return fail(.expiredProviderToken) }
+            } else {
+                let token = String(jwt)
+                if let refusal = verifier.check(token, now: now) { return fail(refusal) }
                 if tokenHistory.current != nil, now - tokenHistory.since < APITokenHistory.minimumInterval {
                     return fail(.tooManyProviderTokenUpdates)
                 }
-                tokenHistory.current = jwt
+                tokenHistory.current = token
+                tokenHistory.issuedAt = ProviderTokenFormat.parse(token)?.issuedAt ?? now
                 tokenHistory.since = now
             }
         }
 
         let topic: String
-        switch (single["apns-topic"], authentication) {
+        switch (single.topic, authentication) {
         case (nil, .token): return fail(.missingTopic)
         case (nil, .certificate(let app)): topic = app
         case (let given?, _): topic = given
         }
 
         let pushType: PushType
-        if let text = single["apns-push-type"] {
+        if let text = single.pushType {
             guard let parsed = PushType(rawValue: text) else { return fail(.invalidPushType) }
             pushType = parsed
         } else {
@@ -130,7 +148,7 @@ struct APIRequestCheck: Sendable {
         }
 
         let priority: Int
-        if let text = single["apns-priority"] {
+        if let text = single.priority {
             guard let value = Int(text), [1, 5, 10].contains(value) else { return fail(.badPriority) }
             priority = value
         } else {
@@ -139,14 +157,14 @@ struct APIRequestCheck: Sendable {
         if priority == 10 && pushType == .background { return fail(.badPriority) }
 
         var expiration: UInt32 = 0
-        if let text = single["apns-expiration"] {
+        if let text = single.expiration {
             guard let value = UInt32(text), text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
                 return fail(.badExpirationDate)
             }
             expiration = value
         }
         if let requestID, APNsID(requestID) == nil { return fail(.badMessageId) }
-        if let collapse = single["apns-collapse-id"], collapse.utf8.count > 64 { return fail(.badCollapseId) }
+        if let collapse = single.collapseID, collapse.utf8.count > 64 { return fail(.badCollapseId) }
 
         if pushType != .mdm {
             let suffix = pushType.topicSuffix
@@ -164,6 +182,6 @@ struct APIRequestCheck: Sendable {
             status: 200, reason: nil, apnsID: answerID,
             accepted: AcceptedRequest(
                 token: token.bytes, topic: topic, pushType: pushType.rawValue, priority: priority,
-                expiration: expiration, collapseID: single["apns-collapse-id"], apnsID: answerID, body: body))
+                expiration: expiration, collapseID: single.collapseID, apnsID: answerID, body: body))
     }
 }
