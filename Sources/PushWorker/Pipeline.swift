@@ -373,7 +373,7 @@ public final class Pipeline: RecordSink {
         guard !resolved.isEmpty else { return }
         // The output events are built off the event loop that reported the outcomes: it goes back to its sockets.
         outputsPending.add(1, ordering: .relaxed)
-        NIOThreadPool.singleton.submit { [self] _ in
+        NIOThreadPool.singleton.submit { [self, resolved] _ in
             produceOutputs(resolved)
             outputsPending.subtract(1, ordering: .releasing)
         }

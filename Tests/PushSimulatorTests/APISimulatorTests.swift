@@ -64,6 +64,10 @@ final class ResponseCollector: ChannelInboundHandler {
     func channelInactive(context: ChannelHandlerContext) {
         promise.succeed(H2Response(status: nil))  // no-op when already answered
     }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        promise.succeed(H2Response(status: nil))  // a stream torn down before it was active
+    }
 }
 
 /// An HTTP/2 client written on swift-nio-http2's client side, independently of the simulator's server code.
@@ -98,9 +102,15 @@ struct H2TestClient: Sendable {
 
     func send(_ headers: [(String, String)], body: String = #"{"aps":{"alert":"hi"}}"#) async throws -> H2Response {
         let promise = channel.eventLoop.makePromise(of: H2Response.self)
-        let stream = try await multiplexer.createStreamChannel { stream in
-            stream.eventLoop.makeCompletedFuture { try stream.pipeline.syncOperations.addHandler(ResponseCollector(promise: promise)) }
-        }.get()
+        let stream: any Channel
+        do {
+            stream = try await multiplexer.createStreamChannel { stream in
+                stream.eventLoop.makeCompletedFuture { try stream.pipeline.syncOperations.addHandler(ResponseCollector(promise: promise)) }
+            }.get()
+        } catch {
+            promise.fail(error)  // the connection is gone: no stream, no answer
+            throw error
+        }
         var fields = HPACKHeaders([(":method", "POST"), (":scheme", "https"), (":authority", "localhost")])
         fields.add(contentsOf: headers)
         let bodyBytes = ByteBuffer(string: body)
