@@ -12,6 +12,16 @@ let typicalEvent = Array("""
     "expiration":1893456000,"priority":10}
     """.utf8)
 
+/// A validated event with a 200-byte payload, as the HTTP/2 benchmarks start from.
+func http2Event() -> NotificationEvent {
+    var body = Array(#"{"aps":{"alert":{"title":"Your order has shipped","body":"Order #48213 is on its way"}}}"#.utf8)
+    while body.count < 200 { body.insert(UInt8(ascii: "x"), at: body.count - 3) }
+    return NotificationEvent(
+        id: "order-shipped-0", app: "com.example.app", environment: nil,
+        token: try! DeviceToken(hex: "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"),
+        payload: body, expiration: .unspecified, priority: .immediate)
+}
+
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
         metrics: [.throughput, .wallClock, .mallocCountTotal, .instructions],
@@ -39,12 +49,7 @@ let benchmarks: @Sendable () -> Void = {
     // The HTTP/2 request of a validated event (topic, push type, priority, expiration, derived apns-id by UUID
     // version 5) and its header fields and body written into a buffer; HPACK is not part of it.
     Benchmark("HTTP/2 request encoding, 200-byte payload") { benchmark in
-        var body = Array(#"{"aps":{"alert":{"title":"Your order has shipped","body":"Order #48213 is on its way"}}}"#.utf8)
-        while body.count < 200 { body.insert(UInt8(ascii: "x"), at: body.count - 3) }
-        var event = NotificationEvent(
-            id: "order-shipped-0", app: "com.example.app", environment: nil,
-            token: try! DeviceToken(hex: "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"),
-            payload: body, expiration: .unspecified, priority: .immediate)
+        var event = http2Event()
         let app = HTTP2AppSettings(bundleID: "com.example.app")
         let ids = (0..<1024).map { "order-shipped-\($0)" }
         var buffer = ByteBufferAllocator().buffer(capacity: 1 << 20)
@@ -60,12 +65,7 @@ let benchmarks: @Sendable () -> Void = {
 
     // The same with the event's own apns_id: no derivation.
     Benchmark("HTTP/2 request encoding, 200-byte payload, apns-id given") { benchmark in
-        var body = Array(#"{"aps":{"alert":{"title":"Your order has shipped","body":"Order #48213 is on its way"}}}"#.utf8)
-        while body.count < 200 { body.insert(UInt8(ascii: "x"), at: body.count - 3) }
-        var event = NotificationEvent(
-            id: "order-shipped-0", app: "com.example.app", environment: nil,
-            token: try! DeviceToken(hex: "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"),
-            payload: body, expiration: .unspecified, priority: .immediate)
+        var event = http2Event()
         let app = HTTP2AppSettings(bundleID: "com.example.app")
         var buffer = ByteBufferAllocator().buffer(capacity: 1 << 20)
         benchmark.startMeasurement()
