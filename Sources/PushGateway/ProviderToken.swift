@@ -21,9 +21,6 @@ public struct ProviderTokenKey: Sendable {
         let signature = try key.signature(for: Array(input.utf8))
         return ProviderTokenFormat.token(signingInput: input, signature: Array(signature.rawRepresentation))
     }
-
-    /// The public key, PEM, for whoever verifies the tokens (the simulator's `--token-key`).
-    public var publicKeyPEM: String { key.publicKey.pemRepresentation }
 }
 
 /// The provider token of one (team, key), shared by every connection of the process (SPEC section 9): issued on
@@ -45,10 +42,7 @@ public final class ProviderTokenCache: Sendable {
     public func token(now: Int64) throws -> String {
         try current.withLock { state in
             if let state, now - state.issuedAt < refreshInterval, now >= state.issuedAt { return state.token }
-            let token = try key.sign(issuedAt: now)
-            if state != nil { renewals.add(1, ordering: .relaxed) }
-            state = (token, now)
-            return token
+            return try issue(&state, now: now)
         }
     }
 
@@ -57,11 +51,16 @@ public final class ProviderTokenCache: Sendable {
     public func renew(rejected: String, now: Int64) throws -> String {
         try current.withLock { state in
             if let state, state.token != rejected { return state.token }
-            let token = try key.sign(issuedAt: now)
-            renewals.add(1, ordering: .relaxed)
-            state = (token, now)
-            return token
+            return try issue(&state, now: now)
         }
+    }
+
+    /// Signs a new token into `state` (a renewal when there was one).
+    private func issue(_ state: inout (token: String, issuedAt: Int64)?, now: Int64) throws -> String {
+        let token = try key.sign(issuedAt: now)
+        if state != nil { renewals.add(1, ordering: .relaxed) }
+        state = (token, now)
+        return token
     }
 
     /// Seconds since the current token was issued (nil before the first).

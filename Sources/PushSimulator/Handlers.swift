@@ -17,8 +17,12 @@ func unixMilliseconds() -> Int64 {
 
 /// The app (APNs topic) of a client certificate: its subject's UID, as Apple issues them.
 func appOfPeer(_ context: ChannelHandlerContext) -> String? {
-    guard let certificate = try? context.pipeline.syncOperations.nioSSL_peerCertificate() else { return nil }
-    return certificate.subjectName.first { $0.type == .userId }?.value
+    (try? context.pipeline.syncOperations.nioSSL_peerCertificate()).flatMap(app(of:))
+}
+
+/// The app a client certificate names: its subject's UID.
+func app(of certificate: NIOSSLCertificate) -> String? {
+    certificate.subjectName.first { $0.type == .userId }?.value
 }
 
 /// One gateway connection: a thin shell that applies ``GatewaySession``'s verdicts. Records and counts are handed to

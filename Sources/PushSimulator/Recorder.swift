@@ -114,33 +114,23 @@ final class Recorder: Sendable {
 
     func append(_ records: [RecordedNotification]) {
         guard !records.isEmpty, isActive else { return }
-        var lines: [UInt8] = []
-        if descriptor != nil {
-            for record in records {
-                lines.append(contentsOf: record.jsonLine)
-                lines.append(0x0A)
-            }
-        }
-        let batch: [UInt8]? = pending.withLock { p in
-            if keepInMemory { p.records.append(contentsOf: records) }
-            p.bytes.append(contentsOf: lines)
-            guard p.bytes.count >= Recorder.writeThreshold else { return nil }
-            defer { p.bytes = [] }
-            return p.bytes
-        }
-        if let batch { submit(batch) }
+        append(lines: descriptor == nil ? [] : records.map(\.jsonLine)) { $0.records.append(contentsOf: records) }
     }
 
     func append(request: RecordedRequest) {
         guard isActive else { return }
-        var line: [UInt8] = []
-        if descriptor != nil {
-            line = request.jsonLine
-            line.append(0x0A)
-        }
+        append(lines: descriptor == nil ? [] : [request.jsonLine]) { $0.requests.append(request) }
+    }
+
+    /// Queues the file's lines (and, when records are kept in memory, `keep`'s records) under one lock; hands a
+    /// batch to the writer thread once enough has gathered.
+    private func append(lines: [[UInt8]], keep: (inout Pending) -> Void) {
         let batch: [UInt8]? = pending.withLock { p in
-            if keepInMemory { p.requests.append(request) }
-            p.bytes.append(contentsOf: line)
+            if keepInMemory { keep(&p) }
+            for line in lines {
+                p.bytes.append(contentsOf: line)
+                p.bytes.append(0x0A)
+            }
             guard p.bytes.count >= Recorder.writeThreshold else { return nil }
             defer { p.bytes = [] }
             return p.bytes

@@ -140,7 +140,10 @@ public final class GatewaySimulator: Service, Sendable {
         channels.withLock { $0 = [gateway, feedback] + (api.map { [$0] } ?? []) }
         let addresses = SimulatorAddresses(
             gateway: gateway.localAddress!, feedback: feedback.localAddress!, api: api?.localAddress)
-        logger.info("simulator listening", metadata: ["gateway": "\(addresses.gateway)", "feedback": "\(addresses.feedback)"])
+        logger.info("simulator listening", metadata: [
+            "gateway": "\(addresses.gateway)", "feedback": "\(addresses.feedback)",
+            "api": "\(addresses.api.map { "\($0)" } ?? "off")",
+        ])
         return addresses
     }
 
@@ -207,7 +210,7 @@ public final class GatewaySimulator: Service, Sendable {
     }
 
     /// An API connection: TLS with ALPN h2; once negotiated, certificate or token authentication decides the
-    /// initial stream limit, and each stream gets an ``APIStreamHandler``.
+    /// initial stream limit, and an ``APIConnection`` behind `NIOHTTP2Handler` answers the streams.
     private func initializeAPIChannel(_ channel: any Channel) throws {
         guard let apiTLSContext, let apiCheck else { return }
         let context = APIServerContext(
@@ -219,13 +222,11 @@ public final class GatewaySimulator: Service, Sendable {
                 context.logger.notice("api: client did not negotiate h2; closing")
                 return channel.close()
             }
-            let app = (try? channel.pipeline.syncOperations.nioSSL_peerCertificate())?
-                .subjectName.first { $0.type == .userId }?.value
-            let peerCertificate = (try? channel.pipeline.syncOperations.nioSSL_peerCertificate()) != nil
+            let certificate = try? channel.pipeline.syncOperations.nioSSL_peerCertificate()
             let authentication: APIAuthentication
-            if let app {
+            if let app = certificate.flatMap(app(of:)) {
                 authentication = .certificate(app: app)
-            } else if peerCertificate || context.check.verifier == nil {
+            } else if certificate != nil || context.check.verifier == nil {
                 context.logger.notice("api: client certificate names no app (no UID in its subject); closing")
                 return channel.close()
             } else {

@@ -90,8 +90,7 @@ struct LineEncoder {
         case .failure(let rejection):
             return (false, "\(LineEncoder.printable(id: rejection.eventID)) error:\(rejection.reason.rawValue)")
         case .success(let event):
-            let notification = event.notification(identifier: identifier, recordTimestamp: now, defaultTTL: defaultTTL)
-            if Expiration.hasPassed(notification.expiration, now: now) {
+            if Expiration.hasPassed(event.expiration.resolved(recordTimestamp: now, defaultTTL: defaultTTL), now: now) {
                 return (false, "\(LineEncoder.printable(id: event.id)) error:\(DeliveryErrorReason.expired.rawValue)")
             }
             guard let format else {
@@ -101,6 +100,7 @@ struct LineEncoder {
                 }
                 return (true, "\(LineEncoder.printable(id: event.id)) \(request.json())")
             }
+            let notification = event.notification(identifier: identifier, recordTimestamp: now, defaultTTL: defaultTTL)
             let buffer = NotificationEncoder.encode(notification, format: format)
             return (true, "\(LineEncoder.printable(id: event.id)) \(Hex.encode(buffer.readableBytesView))")
         }

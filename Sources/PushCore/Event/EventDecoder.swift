@@ -8,14 +8,14 @@ import NIOCore
 /// payload too large.
 ///
 /// The HTTP/2 fields (`push_type`, `collapse_id`, `apns_id`) are validated for every event; a decoder for an http2
-/// app (``init(transport:)``) also allows priority 1 and takes the payload limit from the push type (4096 bytes,
+/// app (``EventDecoder/http2``) also allows priority 1 and takes the payload limit from the push type (4096 bytes,
 /// 5120 for voip).
 public struct EventDecoder: Sendable {
     /// The largest payload allowed, in bytes (2048 for the frame format, 256 for the legacy formats; for HTTP/2 the
     /// limit of the event's push type).
     public var payloadLimit: Int
     /// Whether the payload limit and priorities are HTTP/2's.
-    public var http2: Bool
+    public var usesHTTP2Rules = false
     /// Whether the format carries a priority. The enhanced and simple formats carry none and the gateway takes
     /// them as priority 10 (seeds), which is not allowed for a notification whose `aps` holds only
     /// `content-available`: such an event is `invalid_priority` there, whatever priority it names.
@@ -24,23 +24,19 @@ public struct EventDecoder: Sendable {
     public init(format: NotificationFormat = .frame) {
         self.payloadLimit = format.maxPayloadSize
         self.carriesPriority = format == .frame
-        self.http2 = false
     }
 
     public init(payloadLimit: Int) {
         self.payloadLimit = payloadLimit
         self.carriesPriority = true
-        self.http2 = false
     }
 
     /// A decoder for an HTTP/2 app: priorities 1, 5 and 10, the push type's payload limit.
-    public static let http2 = EventDecoder(http2Limit: ())
-
-    private init(http2Limit: Void) {
-        self.payloadLimit = PushType.largestPayloadSize
-        self.carriesPriority = true
-        self.http2 = true
-    }
+    public static let http2: EventDecoder = {
+        var decoder = EventDecoder(payloadLimit: PushType.largestPayloadSize)
+        decoder.usesHTTP2Rules = true
+        return decoder
+    }()
 
     public func decode(_ bytes: [UInt8]) -> Result<NotificationEvent, EventRejection> {
         bytes.withUnsafeBytes { decode($0) }
@@ -62,7 +58,7 @@ public struct EventDecoder: Sendable {
         } catch {
             return .failure(scan.rejection(.malformedEvent(error.description)))
         }
-        return scan.finish(payloadLimit: payloadLimit, carriesPriority: carriesPriority, http2: http2)
+        return scan.finish(payloadLimit: payloadLimit, carriesPriority: carriesPriority, http2: usesHTTP2Rules)
     }
 }
 

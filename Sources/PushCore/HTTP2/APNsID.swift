@@ -1,5 +1,3 @@
-import NIOCore
-
 /// An `apns-id`: a UUID naming one notification request. Written as 8-4-4-4-12 lowercase hex digits.
 public struct APNsID: Hashable, Sendable, CustomStringConvertible {
     public var high: UInt64
@@ -42,19 +40,6 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    init(bytes: [UInt8]) {
-        var high: UInt64 = 0
-        var low: UInt64 = 0
-        for i in 0..<8 { high = high << 8 | UInt64(bytes[i]) }
-        for i in 8..<16 { low = low << 8 | UInt64(bytes[i]) }
-        self.init(high: high, low: low)
-    }
-
-    public var bytes: [UInt8] {
-        (0..<8).map { UInt8(truncatingIfNeeded: high >> UInt64(56 - 8 * $0)) }
-            + (0..<8).map { UInt8(truncatingIfNeeded: low >> UInt64(56 - 8 * $0)) }
-    }
-
     /// Parses the canonical text form, 8-4-4-4-12 hex digits in either case (as Apple accepts it).
     public init?(_ text: some StringProtocol) {
         var copy = String(text)
@@ -79,24 +64,6 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
         self.init(high: high, low: low)
     }
 
-    /// Writes the 36 characters of the canonical lowercase form.
-    public func write(to out: inout [UInt8]) {
-        let digits: StaticString = "0123456789abcdef"
-        digits.withUTF8Buffer { hex in
-            for i in 0..<32 {
-                if i == 8 || i == 12 || i == 16 || i == 20 { out.append(UInt8(ascii: "-")) }
-                let word = i < 16 ? high : low
-                let shift = UInt64(60 - 4 * (i % 16))
-                out.append(hex[Int(word >> shift & 0xF)])
-            }
-        }
-    }
-
-    /// Writes the 36 characters of the canonical lowercase form into `buffer`.
-    public func write(into buffer: inout ByteBuffer) {
-        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 36) { write(into: $0) }
-    }
-
     /// Writes the 36 characters of the canonical lowercase form at the start of `out`; returns 36.
     @discardableResult
     public func write(into out: UnsafeMutableRawBufferPointer) -> Int {
@@ -109,23 +76,17 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
                     base.storeBytes(of: pairs[byte], toByteOffset: offset + 2 * i, as: UInt16.self)
                 }
             }
-        hex(high, 8, shift: 60, at: 0)
-        base.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 8, as: UInt8.self)
-        hex(high, 4, shift: 28, at: 9)
-        base.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 13, as: UInt8.self)
-        hex(high, 4, shift: 12, at: 14)
-        base.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 18, as: UInt8.self)
-        hex(low, 4, shift: 60, at: 19)
-        base.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 23, as: UInt8.self)
-        hex(low, 12, shift: 44, at: 24)
+            hex(high, 8, shift: 60, at: 0)
+            hex(high, 4, shift: 28, at: 9)
+            hex(high, 4, shift: 12, at: 14)
+            hex(low, 4, shift: 60, at: 19)
+            hex(low, 12, shift: 44, at: 24)
         }
+        for dash in 0..<4 { base.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 8 + 5 * dash, as: UInt8.self) }  // 8, 13, 18, 23
         return 36
     }
 
     public var description: String {
-        var out: [UInt8] = []
-        out.reserveCapacity(36)
-        write(to: &out)
-        return String(decoding: out, as: UTF8.self)
+        String(unsafeUninitializedCapacity: 36) { write(into: UnsafeMutableRawBufferPointer($0)) }
     }
 }

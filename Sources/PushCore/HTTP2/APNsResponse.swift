@@ -1,5 +1,6 @@
 /// The `reason` strings of Apple's error responses ("Handling notification responses from APNs").
-public enum APNsReason: String, CaseIterable, Hashable, Sendable {
+/// An `Error` too: the refusal a check returns (the simulator's token verifier).
+public enum APNsReason: String, CaseIterable, Hashable, Sendable, Error {
     // 400
     case badCollapseId = "BadCollapseId"
     case badDeviceToken = "BadDeviceToken"

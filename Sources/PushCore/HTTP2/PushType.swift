@@ -33,10 +33,3 @@ public enum PushType: String, CaseIterable, Hashable, Sendable {
     }
 }
 
-/// Which API an app is delivered over (`apps[].transport`).
-public enum Transport: String, CaseIterable, Hashable, Sendable {
-    /// Apple's retired binary provider interface (frames over TLS, error responses, feedback service).
-    case binary
-    /// The HTTP/2 provider API (SPEC section 9).
-    case http2
-}

@@ -34,13 +34,12 @@ final class APIConnection: ChannelInboundHandler {
     /// Requests whose END_STREAM has not arrived yet.
     private var partial: [HTTP2StreamID: PartialRequest] = [:]
 
-    /// More than any push type allows: the rest of a longer body is dropped and the request answered 413.
+    /// More than any push type allows: a longer body is kept up to here (the rest dropped), and answered 413.
     static let bodyLimit = PushType.largestPayloadSize + 1
 
     private struct PartialRequest {
         var headers = HPACKHeaders()
         var body: [UInt8] = []
-        var bodyTooLong = false
         var unacknowledged = 0
     }
 
@@ -68,11 +67,7 @@ final class APIConnection: ChannelInboundHandler {
             if case .byteBuffer(let buffer) = data.data {
                 consumed(buffer.readableBytes + (data.paddingBytes ?? 0), stream: id, context: context)
                 var request = partial[id, default: PartialRequest()]
-                if request.body.count + buffer.readableBytes > Self.bodyLimit {
-                    request.bodyTooLong = true
-                } else {
-                    request.body.append(contentsOf: buffer.readableBytesView)
-                }
+                request.body.append(contentsOf: buffer.readableBytesView.prefix(Self.bodyLimit - request.body.count))
                 partial[id] = request
             }
             endStream = data.endStream
@@ -162,7 +157,7 @@ final class APIConnection: ChannelInboundHandler {
         } else {
             let fields = request.headers.map { (name: $0.name, value: $0.value) }
             answer = self.context.check.answer(
-                headers: fields, body: request.bodyTooLong ? [UInt8](repeating: 0x20, count: Self.bodyLimit) : request.body,
+                headers: fields, body: request.body,
                 authentication: authentication, tokenHistory: &tokenHistory, now: unixMilliseconds() / 1000,
                 newID: { Self.newID(&random) })
             if answer.status == 200 {

@@ -98,7 +98,8 @@ struct APIRequestCheck: Sendable {
         let duplicate = single.duplicate
         let requestID = single.id
         // Every answer carries apns-id: the request's when it is a UUID, else a new one.
-        let answerID = requestID.flatMap { APNsID($0) != nil ? $0 : nil } ?? newID()
+        let requestIDIsUUID = requestID.map { APNsID($0) != nil }
+        let answerID = requestIDIsUUID == true ? requestID! : newID()
         func fail(_ reason: APNsReason, timestamp: Int64? = nil) -> APIAnswer {
             APIAnswer(status: reason.status, reason: reason, timestampMilliseconds: timestamp, apnsID: answerID)
         }
@@ -122,12 +123,16 @@ struct APIRequestCheck: Sendable {
                 if now - tokenHistory.issuedAt > ProviderTokenVerifier.maximumAge { return fail(.expiredProviderToken) }
             } else {
                 let token = String(jwt)
-                if let refusal = verifier.check(token, now: now) { return fail(refusal) }
+                let issuedAt: Int64
+                switch verifier.verify(token, now: now) {
+                case .failure(let refusal): return fail(refusal)
+                case .success(let time): issuedAt = time
+                }
                 if tokenHistory.current != nil, now - tokenHistory.since < APITokenHistory.minimumInterval {
                     return fail(.tooManyProviderTokenUpdates)
                 }
                 tokenHistory.current = token
-                tokenHistory.issuedAt = ProviderTokenFormat.parse(token)?.issuedAt ?? now
+                tokenHistory.issuedAt = issuedAt
                 tokenHistory.since = now
             }
         }
@@ -163,7 +168,7 @@ struct APIRequestCheck: Sendable {
             }
             expiration = value
         }
-        if let requestID, APNsID(requestID) == nil { return fail(.badMessageId) }
+        if requestIDIsUUID == false { return fail(.badMessageId) }
         if let collapse = single.collapseID, collapse.utf8.count > 64 { return fail(.badCollapseId) }
 
         if pushType != .mdm {

@@ -27,13 +27,19 @@ public struct ProviderTokenVerifier: Sendable {
 
     /// nil when the token is good at `now` (UNIX seconds), else Apple's reason.
     public func check(_ token: String, now: Int64) -> APNsReason? {
+        if case .failure(let reason) = verify(token, now: now) { return reason }
+        return nil
+    }
+
+    /// The token's issue time (UNIX seconds) when it is good at `now`, else Apple's reason.
+    public func verify(_ token: String, now: Int64) -> Result<Int64, APNsReason> {
         guard let parsed = ProviderTokenFormat.parse(token), parsed.algorithm == "ES256", parsed.keyID == keyID,
             parsed.teamID == teamID, parsed.signature.count == 64,
             let signature = try? P256.Signing.ECDSASignature(rawRepresentation: parsed.signature),
             publicKey.isValidSignature(signature, for: parsed.signingInput)
-        else { return .invalidProviderToken }
-        if parsed.issuedAt > now + Self.futureAllowance { return .invalidProviderToken }
-        if now - parsed.issuedAt > Self.maximumAge { return .expiredProviderToken }
-        return nil
+        else { return .failure(.invalidProviderToken) }
+        if parsed.issuedAt > now + Self.futureAllowance { return .failure(.invalidProviderToken) }
+        if now - parsed.issuedAt > Self.maximumAge { return .failure(.expiredProviderToken) }
+        return .success(parsed.issuedAt)
     }
 }
