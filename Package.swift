@@ -148,7 +148,7 @@ let package = Package(
         // What several test targets share (the test PKI).
         .target(
             name: "PushTestSupport",
-            dependencies: ["PushKafka"],
+            dependencies: ["PushKafka", .product(name: "Logging", package: "swift-log")],
             path: "Tests/PushTestSupport",
             swiftSettings: strict
         ),

@@ -4,36 +4,6 @@ import Synchronization
 import Testing
 @testable import PushKafka
 
-/// Keeps what is logged through it.
-final class CapturingLogHandler: LogHandler, Sendable {
-    struct Line: Sendable {
-        var level: Logger.Level
-        var message: String
-        var metadata: [String: String]
-    }
-
-    let lines = Mutex<[Line]>([])
-    var metadata: Logger.Metadata {
-        get { [:] }
-        set {}
-    }
-    var logLevel: Logger.Level {
-        get { .trace }
-        set {}
-    }
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { nil }
-        set {}
-    }
-
-    func log(event: LogEvent) {
-        let line = Line(
-            level: event.level, message: "\(event.message)",
-            metadata: (event.metadata ?? [:]).mapValues { "\($0)" })
-        lines.withLock { $0.append(line) }
-    }
-}
-
 @Suite(.serialized) struct KafkaLogTests {
     @Test func syslogLevelsMapToSwiftLogLevels() {
         #expect((0...7).map { KafkaLog.level(syslog: $0) } == [.critical, .critical, .critical, .error, .warning, .notice, .info, .debug])

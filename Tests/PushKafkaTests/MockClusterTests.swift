@@ -141,6 +141,47 @@ import Testing
         #expect(outstandingWhenPaused >= 50 && outstandingWhenPaused <= 60)
     }
 
+    /// Fetching pauses and resumes a few dozen times (nothing is settled until the limit is reached, then everything
+    /// is): every record arrives exactly once. (librdkafka before 2.4 could restart a resumed partition's fetch from
+    /// a stale offset when a resume named a partition that was not paused: issue 4637.)
+    @Test func pausingAndResumingRedeliversNothing() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("events", partitions: 3)
+        try await Self.produce(cluster, topic: "events", (0..<900).map { "q\($0)" })
+        let consumer = try KafkaConsumer(
+            properties: Self.consumerProperties(cluster, group: "g7"), topics: ["events"], maxOutstanding: 40, maxBatch: 8)
+        let (received, distinct) = await withTaskGroup(of: (Int, Int).self) { tasks in
+            tasks.addTask {
+                await consumer.run()
+                return (-1, -1)
+            }
+            tasks.addTask {
+                var seen = Set<String>()
+                var received = 0
+                var unsettled: [KafkaRecord] = []
+                for await batch in consumer.records {
+                    received += batch.count
+                    for record in batch { seen.insert("\(record.partition):\(record.offset)") }
+                    unsettled += batch
+                    // The consumer pauses at 40 unsettled; once they have all arrived here they are settled, and it
+                    // resumes.
+                    if unsettled.count >= 40 {
+                        for record in unsettled { consumer.offsets.outcomeKnown(record) }
+                        unsettled = []
+                    }
+                    if seen.count >= 900 { break }
+                }
+                consumer.stop()
+                return (received, seen.count)
+            }
+            var out = (0, 0)
+            for await r in tasks where r.0 >= 0 { out = r }
+            return out
+        }
+        #expect(distinct == 900)
+        #expect(received == 900)
+    }
+
     /// A rebalance while fetching is paused (a second member joins, then leaves) must not leave the first member's
     /// partitions paused: librdkafka keeps a partition's pause across revocation and reassignment. When the resume
     /// named only the partitions assigned at that moment (none, during the rebalance), this consumer never fetched
