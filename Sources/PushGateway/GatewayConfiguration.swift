@@ -27,6 +27,10 @@ public struct DeliveryConfiguration: Sendable {
     /// TCP connections silently, and a write into one would count as accepted while going nowhere.
     public var idleRenewal: Duration = .seconds(300)
     public var connectTimeout: Duration = .seconds(10)
+    /// HTTP/2: a request without a response this long is retried (counted).
+    public var requestTimeout: Duration = .seconds(10)
+    /// HTTP/2: how often a provider token is renewed.
+    public var tokenRefreshSeconds = 2400
     /// Seed of the backoff jitter (tests fix it; by default it differs per process).
     public var jitterSeed = UInt64.random(in: 0...UInt64.max)
 
@@ -43,17 +47,20 @@ public struct AppEndpoint: Sendable, Hashable {
     public var feedbackPort: Int
     public var connections: Int
     public var format: NotificationFormat
-    public var certificatePath: String
-    public var privateKeyPath: String
+    /// The client certificate and its key; nil only for an HTTP/2 app with token authentication.
+    public var certificatePath: String?
+    public var privateKeyPath: String?
     /// The key's passphrase, when it is encrypted.
     public var privateKeyPassphrase: String?
     /// CA file to verify the gateway with; nil uses the system trust store.
     public var caPath: String?
+    /// The HTTP/2 provider API's settings for an app with `transport: http2`; nil for the binary transport.
+    public var http2: HTTP2Endpoint?
 
     public init(
         app: String, environment: APNsEnvironment, gatewayHost: String, gatewayPort: Int, feedbackHost: String,
-        feedbackPort: Int, connections: Int, format: NotificationFormat, certificatePath: String,
-        privateKeyPath: String, privateKeyPassphrase: String? = nil, caPath: String? = nil
+        feedbackPort: Int, connections: Int, format: NotificationFormat, certificatePath: String?,
+        privateKeyPath: String?, privateKeyPassphrase: String? = nil, caPath: String? = nil, http2: HTTP2Endpoint? = nil
     ) {
         self.app = app
         self.environment = environment
@@ -67,6 +74,7 @@ public struct AppEndpoint: Sendable, Hashable {
         self.privateKeyPath = privateKeyPath
         self.privateKeyPassphrase = privateKeyPassphrase
         self.caPath = caPath
+        self.http2 = http2
     }
 
     public var key: AppKey { AppKey(app: app, environment: environment) }
@@ -80,10 +88,15 @@ public struct AppEndpoint: Sendable, Hashable {
         environment == .production ? ("feedback.push.apple.com", 2196) : ("feedback.sandbox.push.apple.com", 2196)
     }
 
-    /// The client TLS context: the app's certificate and key, the gateway verified against the CA or the system.
+    /// The client TLS context: the app's certificate and key (when it has them), the gateway verified against the
+    /// CA or the system; ALPN `h2` for the HTTP/2 provider API.
     public func tlsContext() throws -> NIOSSLContext {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
+        if http2 != nil { tls.applicationProtocols = ["h2"] }
+        tls.trustRoots = caPath.map { .file($0) } ?? .default
+        tls.certificateVerification = .fullVerification
+        guard let certificatePath, let privateKeyPath else { return try NIOSSLContext(configuration: tls) }
         tls.certificateChain = try NIOSSLCertificate.fromPEMFile(certificatePath).map { .certificate($0) }
         if let passphrase = privateKeyPassphrase {
             tls.privateKey = .privateKey(try NIOSSLPrivateKey(file: privateKeyPath, format: .pem) { setter in
@@ -92,8 +105,6 @@ public struct AppEndpoint: Sendable, Hashable {
         } else {
             tls.privateKey = .privateKey(try NIOSSLPrivateKey(file: privateKeyPath, format: .pem))
         }
-        tls.trustRoots = caPath.map { .file($0) } ?? .default
-        tls.certificateVerification = .fullVerification
         return try NIOSSLContext(configuration: tls)
     }
 }

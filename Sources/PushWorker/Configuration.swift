@@ -19,11 +19,38 @@ public struct WorkerConfiguration: Sendable, Equatable {
         public var producerProperties: [String: String] = [:]
     }
 
+    /// How an app's notifications travel (SPEC section 9).
+    public enum Transport: String, Sendable, Equatable {
+        /// The binary provider protocol (SPEC sections 2 to 5).
+        case binary
+        /// The HTTP/2 provider API (SPEC section 9).
+        case http2
+    }
+
+    /// How an HTTP/2 app authenticates.
+    public enum Authentication: String, Sendable, Equatable {
+        case certificate
+        case token
+    }
+
     public struct App: Sendable, Equatable {
         public var bundleID: String
         public var environment: APNsEnvironment
-        public var certificate: String
-        public var privateKey: String
+        public var transport: Transport = .binary
+        /// `certificate` for the binary transport; either for HTTP/2.
+        public var authentication: Authentication = .certificate
+        /// The client certificate and its key (certificate authentication).
+        public var certificate: String?
+        public var privateKey: String?
+        /// Token authentication: the team, the key's id and the `.p8` file's path.
+        public var teamID: String?
+        public var keyID: String?
+        public var signingKey: String?
+        /// HTTP/2: `host:port` of the provider API; nil means Apple's host for the environment.
+        public var api: String?
+        /// HTTP/2: the `apns-topic` of mdm notifications.
+        public var topic: String?
+        public var maxConcurrentStreams = 1000
         public var privateKeyPassphraseFile: String?
         /// The key's passphrase from the environment (`PUSHWORKER_APPS_<index>_PRIVATE_KEY_PASSPHRASE`; never from
         /// the file); it wins over `privateKeyPassphraseFile`.
@@ -48,6 +75,11 @@ public struct WorkerConfiguration: Sendable, Equatable {
         public var connectCapBurst = 20
         public var reconnectAfterRejectionPerMinute = 1_800
         public var reconnectAfterRejectionBurst = 100
+        /// HTTP/2: a request without a response this long is retried (counted).
+        public var requestTimeoutMilliseconds = 10_000
+        /// HTTP/2: provider tokens are renewed this often (Apple refuses them after an hour, and renewals more often
+        /// than every 20 minutes).
+        public var tokenRefreshSeconds = 2400
     }
 
     public var kafka = Kafka()
@@ -94,21 +126,54 @@ public struct WorkerConfiguration: Sendable, Equatable {
                 guard let value = try r.string(a, key) else { throw ConfigurationError(key: "\(a.path).\(key)", "is required") }
                 return value
             }
-            var app = App(
-                bundleID: try required("bundle_id"), environment: .production, certificate: try required("certificate"),
-                privateKey: try required("private_key"))
+            var app = App(bundleID: try required("bundle_id"), environment: .production)
             app.environment = try r.choice(a, "environment", APNsEnvironment.init(rawValue:)) ?? .production
-            app.privateKeyPassphraseFile = try r.string(a, "private_key_passphrase_file")
-            if a.has("private_key_passphrase") {
-                throw ConfigurationError(
-                    key: "apps[\(index)].private_key_passphrase",
-                    "a passphrase is never read from the file: set \(ConfigReader.variable("apps[\(index)].private_key_passphrase")) or private_key_passphrase_file")
-            }
-            app.privateKeyPassphrase = r.secret("apps[\(index)].private_key_passphrase").map(Secret.init)
-            app.gateway = try r.hostPort(a, "gateway")
-            app.feedback = try r.hostPort(a, "feedback")
+            app.transport = try r.choice(a, "transport", Transport.init(rawValue:)) ?? .binary
             app.connections = try r.int(a, "connections", in: 1...64) ?? app.connections
-            app.format = try r.choice(a, "protocol", NotificationFormat.init(rawValue:)) ?? .frame
+            /// Keys that belong to another transport or authentication are errors, not silently ignored.
+            func refuse(_ keys: [String], _ reason: String) throws(ConfigurationError) {
+                for key in keys where a.has(key) || r.hasVariable("\(a.path).\(key)") {
+                    throw ConfigurationError(key: "\(a.path).\(key)", reason)
+                }
+            }
+            switch app.transport {
+            case .binary:
+                try refuse(["auth", "team_id", "key_id", "signing_key", "api", "topic", "max_concurrent_streams"], "only for transport: http2")
+                app.gateway = try r.hostPort(a, "gateway")
+                app.feedback = try r.hostPort(a, "feedback")
+                app.format = try r.choice(a, "protocol", NotificationFormat.init(rawValue:)) ?? .frame
+            case .http2:
+                try refuse(["gateway", "feedback", "protocol"], "only for transport: binary (an http2 app names its host with api)")
+                app.authentication = try r.choice(a, "auth", Authentication.init(rawValue:)) ?? .certificate
+                app.api = try r.hostPort(a, "api")
+                app.topic = try r.string(a, "topic")
+                app.maxConcurrentStreams = try r.int(a, "max_concurrent_streams", in: 1...100_000) ?? app.maxConcurrentStreams
+            }
+            switch app.authentication {
+            case .certificate:
+                try refuse(["team_id", "key_id", "signing_key"], "only with auth: token")
+                app.certificate = try required("certificate")
+                app.privateKey = try required("private_key")
+                app.privateKeyPassphraseFile = try r.string(a, "private_key_passphrase_file")
+                if a.has("private_key_passphrase") {
+                    throw ConfigurationError(
+                        key: "apps[\(index)].private_key_passphrase",
+                        "a passphrase is never read from the file: set \(ConfigReader.variable("apps[\(index)].private_key_passphrase")) or private_key_passphrase_file")
+                }
+                app.privateKeyPassphrase = r.secret("apps[\(index)].private_key_passphrase").map(Secret.init)
+            case .token:
+                try refuse(["certificate", "private_key", "private_key_passphrase", "private_key_passphrase_file"], "only with auth: certificate")
+                func identifier(_ key: String) throws(ConfigurationError) -> String {
+                    let value = try required(key)
+                    guard value.utf8.count == 10, value.utf8.allSatisfy({ (48...57).contains($0) || (65...90).contains($0) }) else {
+                        throw ConfigurationError(key: "\(a.path).\(key)", "must be Apple's 10-character identifier (digits and capital letters), not '\(value)'")
+                    }
+                    return value
+                }
+                app.teamID = try identifier("team_id")
+                app.keyID = try identifier("key_id")
+                app.signingKey = try required("signing_key")
+            }
             try a.rejectUnknown()
             if apps.contains(where: { $0.bundleID == app.bundleID && $0.environment == app.environment }) {
                 throw ConfigurationError(key: "apps[\(index)]", "\(app.bundleID) (\(app.environment.rawValue)) is configured twice")
@@ -132,6 +197,10 @@ public struct WorkerConfiguration: Sendable, Equatable {
         delivery.reconnectResetAfterSeconds = try r.int(rc, "reset_after_s", in: 0...86_400) ?? delivery.reconnectResetAfterSeconds
         try rc.rejectUnknown()
         delivery.idleRenewSeconds = try r.int(d, "idle_renew_s", in: 1...86_400) ?? delivery.idleRenewSeconds
+        delivery.requestTimeoutMilliseconds = try r.int(d, "request_timeout_ms", in: 100...600_000) ?? delivery.requestTimeoutMilliseconds
+        // Apple answers 429 TooManyProviderTokenUpdates to renewals within 20 minutes and refuses tokens older
+        // than an hour: a refresh outside those bounds could not work.
+        delivery.tokenRefreshSeconds = try r.int(d, "token_refresh_s", in: 1200...3500) ?? delivery.tokenRefreshSeconds
         let cc = try r.section(d.take("connect_cap"), path: "delivery.connect_cap")
         delivery.connectCapPerMinute = try r.int(cc, "per_minute", in: 1...1_000_000) ?? delivery.connectCapPerMinute
         delivery.connectCapBurst = try r.int(cc, "burst", in: 1...100_000) ?? delivery.connectCapBurst
@@ -224,6 +293,9 @@ final class ConfigReader {
         "PUSHWORKER_" + path.uppercased().replacingOccurrences(of: ".", with: "_").replacingOccurrences(of: "[", with: "_")
             .replacingOccurrences(of: "]", with: "")
     }
+
+    /// Whether the environment sets a key (without taking it).
+    func hasVariable(_ path: String) -> Bool { environment[Self.variable(path)] != nil }
 
     /// A secret only the environment may give (the file never holds one).
     func secret(_ path: String) -> String? { fromEnvironment(path) }
@@ -353,10 +425,21 @@ extension WorkerConfiguration {
         apps.map { app in
             let gateway = app.gateway.map(Self.split) ?? AppEndpoint.defaultGateway(app.environment)
             let feedback = app.feedback.map(Self.split) ?? AppEndpoint.defaultFeedback(app.environment)
+            var http2: HTTP2Endpoint?
+            if app.transport == .http2 {
+                let api = app.api.map(Self.split) ?? HTTP2Endpoint.defaultAPI(app.environment)
+                let authentication: HTTP2Authentication = switch app.authentication {
+                case .certificate: .certificate
+                case .token: .token(teamID: app.teamID ?? "", keyID: app.keyID ?? "", signingKeyPath: app.signingKey ?? "")
+                }
+                http2 = HTTP2Endpoint(
+                    host: api.0, port: api.1, authentication: authentication, topic: app.topic,
+                    maxConcurrentStreams: app.maxConcurrentStreams)
+            }
             return AppEndpoint(
                 app: app.bundleID, environment: app.environment, gatewayHost: gateway.0, gatewayPort: gateway.1,
                 feedbackHost: feedback.0, feedbackPort: feedback.1, connections: app.connections, format: app.format,
-                certificatePath: app.certificate, privateKeyPath: app.privateKey, caPath: caFile)
+                certificatePath: app.certificate, privateKeyPath: app.privateKey, caPath: caFile, http2: http2)
         }
     }
 
@@ -374,6 +457,8 @@ extension WorkerConfiguration {
         d.connectBurst = delivery.connectCapBurst
         d.maxReconnectsAfterRejectionPerMinute = delivery.reconnectAfterRejectionPerMinute
         d.rejectionConnectBurst = delivery.reconnectAfterRejectionBurst
+        d.requestTimeout = .milliseconds(delivery.requestTimeoutMilliseconds)
+        d.tokenRefreshSeconds = delivery.tokenRefreshSeconds
         return d
     }
 

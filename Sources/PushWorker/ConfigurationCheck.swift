@@ -41,12 +41,25 @@ extension WorkerConfiguration {
         }
         var loaded: [(endpoint: AppEndpoint, certificates: [NIOSSLCertificate])] = []
         for (index, endpoint) in endpoints.enumerated() {
+            if case .token(let teamID, let keyID, let signingKeyPath) = endpoint.http2?.authentication {
+                try Self.loadSigningKey(teamID: teamID, keyID: keyID, path: signingKeyPath, key: "apps[\(index)].signing_key")
+                do {
+                    _ = try endpoint.tlsContext()
+                } catch {
+                    throw ConfigurationError(key: "tls.ca_file", "cannot build the TLS context: \(error)")
+                }
+                loaded.append((endpoint, []))
+                continue
+            }
+            guard let certificatePath = endpoint.certificatePath, let privateKeyPath = endpoint.privateKeyPath else {
+                throw ConfigurationError(key: "apps[\(index)].certificate", "is required")
+            }
             let certificates: [NIOSSLCertificate]
             do {
-                certificates = try NIOSSLCertificate.fromPEMFile(endpoint.certificatePath)
+                certificates = try NIOSSLCertificate.fromPEMFile(certificatePath)
                 guard !certificates.isEmpty else { throw ConfigurationError(key: "", "") }
             } catch {
-                throw ConfigurationError(key: "apps[\(index)].certificate", "cannot load a PEM certificate from \(endpoint.certificatePath)")
+                throw ConfigurationError(key: "apps[\(index)].certificate", "cannot load a PEM certificate from \(certificatePath)")
             }
             do {
                 _ = try endpoint.tlsContext()
@@ -55,11 +68,37 @@ extension WorkerConfiguration {
                 let hint = passphrase ? " (wrong passphrase?)" : " (an encrypted key needs a passphrase)"
                 throw ConfigurationError(
                     key: "apps[\(index)].private_key",
-                    "cannot load \(endpoint.privateKeyPath) with the certificate: \(error)\(hint)")
+                    "cannot load \(privateKeyPath) with the certificate: \(error)\(hint)")
             }
             loaded.append((endpoint, certificates))
         }
         return loaded
+    }
+
+    /// The endpoints `run` and `replay` deliver to, their credentials loaded. Delivery over the HTTP/2 provider API
+    /// is not in this version yet (its requests, tokens and simulator are: `encode --format http2`, `simulate
+    /// --api-port`): an http2 app is refused, naming its key, rather than delivered over the wrong protocol.
+    public func deliveryEndpoints() throws(ConfigurationError) -> [AppEndpoint] {
+        let endpoints = try loadCredentials().map(\.endpoint)
+        if let index = endpoints.firstIndex(where: { $0.http2 != nil }) {
+            throw ConfigurationError(
+                key: "apps[\(index)].transport",
+                "delivery over http2 is not available in this version yet (check-config, encode, validate and simulate support it)")
+        }
+        return endpoints
+    }
+
+    /// Loads a `.p8` signing key and signs a token with it, as the worker will. Throws naming `key`.
+    @discardableResult
+    static func loadSigningKey(teamID: String, keyID: String, path: String, key: String) throws(ConfigurationError) -> ProviderTokenKey {
+        guard let data = FileManager.default.contents(atPath: path) else { throw ConfigurationError(key: key, "cannot read \(path)") }
+        do {
+            let signingKey = try ProviderTokenKey(teamID: teamID, keyID: keyID, pem: String(decoding: data, as: UTF8.self))
+            _ = try signingKey.sign(issuedAt: 0)
+            return signingKey
+        } catch {
+            throw ConfigurationError(key: key, "\(path) is not a PKCS #8 P-256 key (a .p8 file from Apple): \(error)")
+        }
     }
 
     /// Loads every app's certificate and key (and the CA file) as the worker will, and describes what the worker
@@ -75,6 +114,15 @@ extension WorkerConfiguration {
         }
         lines.append("apps:")
         for (index, (endpoint, certificates)) in credentials.enumerated() {
+            if let http2 = endpoint.http2 {
+                lines.append("  \(endpoint.app) (\(endpoint.environment.rawValue)): http2 api \(http2.host):\(http2.port), \(endpoint.connections) connection\(endpoint.connections == 1 ? "" : "s"), at most \(http2.maxConcurrentStreams) streams each\(http2.topic.map { ", mdm topic \($0)" } ?? "")")
+                if case .token(let teamID, let keyID, let path) = http2.authentication {
+                    lines.append("    provider tokens: team \(teamID), key \(keyID), signed with \(path) (loaded), renewed every \(delivery.tokenRefreshSeconds) s; api verified with \(caFile ?? "the system trust store")")
+                    continue
+                }
+            } else {
+                lines.append("  \(endpoint.app) (\(endpoint.environment.rawValue)): gateway \(endpoint.gatewayHost):\(endpoint.gatewayPort), feedback \(endpoint.feedbackHost):\(endpoint.feedbackPort), \(endpoint.connections) connection\(endpoint.connections == 1 ? "" : "s"), \(endpoint.format.rawValue) format")
+            }
             let subject = certificates[0].subjectName.map { "\($0.value)" }.joined(separator: ", ")
             let uid = certificates[0].subjectName.first { $0.type == .userId }?.value
             let expires = Date(timeIntervalSince1970: TimeInterval(certificates[0].notValidAfter))
@@ -84,7 +132,6 @@ extension WorkerConfiguration {
             let source = apps[index].privateKeyPassphrase != nil
                 ? "; key passphrase from \(ConfigReader.variable("apps[\(index)].private_key_passphrase"))"
                 : apps[index].privateKeyPassphraseFile.map { "; key passphrase from \($0)" } ?? ""
-            lines.append("  \(endpoint.app) (\(endpoint.environment.rawValue)): gateway \(endpoint.gatewayHost):\(endpoint.gatewayPort), feedback \(endpoint.feedbackHost):\(endpoint.feedbackPort), \(endpoint.connections) connection\(endpoint.connections == 1 ? "" : "s"), \(endpoint.format.rawValue) format")
             lines.append("    certificate: \(subject); valid until \(expires)\(warning); gateway verified with \(caFile ?? "the system trust store")\(source)")
         }
         let ceiling = Int(Double(delivery.maxInFlight) * 1000 / Double(delivery.acceptanceWindowMilliseconds))
@@ -92,6 +139,9 @@ extension WorkerConfiguration {
         lines.append("  \(delivery.maxAttempts) attempts for transient failures; events without an expiration live \(delivery.defaultTTLSeconds) s; reconnect backoff \(delivery.reconnectInitialMilliseconds)…\(delivery.reconnectMaximumMilliseconds) ms, reset after \(delivery.reconnectResetAfterSeconds) s healthy")
         lines.append("  at most \(delivery.connectCapPerMinute) new connections a minute per gateway (\(delivery.connectCapBurst) at once); idle connections renewed after \(delivery.idleRenewSeconds) s")
         lines.append("  reconnects after a rejected notification (status 2 to 8): at most \(delivery.reconnectAfterRejectionPerMinute) a minute per gateway (\(delivery.reconnectAfterRejectionBurst) at once)")
+        if apps.contains(where: { $0.transport == .http2 }) {
+            lines.append("  http2: a request unanswered after \(delivery.requestTimeoutMilliseconds) ms is retried")
+        }
         lines.append("feedback: every \(feedbackIntervalSeconds) s, spool \(spoolDirectory)")
         lines.append("http: \(httpListen) (/metrics, /healthz, /readyz)")
         lines.append("log: \(logLevel), \(logFormat)")

@@ -41,7 +41,7 @@ public final class Worker: Sendable {
             brokers: configuration.kafka.brokers, common: configuration.kafka.properties,
             consumer: configuration.kafka.consumerProperties, producer: configuration.kafka.producerProperties)
         // Every certificate and key loads before anything touches Kafka; a failure names its key.
-        let endpoints = try configuration.loadCredentials().map(\.endpoint)
+        let endpoints = try configuration.deliveryEndpoints()
         producer = try KafkaProducer(properties: properties.producerProperties, logger: logger)
         var pipelineConfiguration = PipelineConfiguration(
             deliveryErrorTopic: configuration.kafka.deliveryErrorTopic,
