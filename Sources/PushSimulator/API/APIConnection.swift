@@ -28,6 +28,9 @@ final class APIConnection: ChannelInboundHandler {
     private var random: SplitMix64
     private var received = 0
     private var answered = 0
+    /// The highest stream id answered: a GOAWAY names it (streams may finish out of order: a client's DATA frames
+    /// leave in its flow controller's order, not the streams').
+    private var highestAnswered = HTTP2StreamID(0)
     private var succeeded = false
     private var closing = false
     private var needsFlush = false
@@ -201,6 +204,7 @@ final class APIConnection: ChannelInboundHandler {
         }
         needsFlush = true
         answered += 1
+        highestAnswered = max(highestAnswered, id)
         if answer.status == 200 { uncountedAccepted += 1 } else { self.context.state.countAPI(answer: answer.summaryKey) }
         if let accepted = answer.accepted {
             self.context.recorder.append(request: RecordedRequest(accepted: accepted, connection: number, time: unixMilliseconds()))
@@ -218,7 +222,8 @@ final class APIConnection: ChannelInboundHandler {
             countAccepted()
             self.context.state.countAPI(goaway: true)
             written.futureResult.assumeIsolated().whenComplete { [self] _ in
-                let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: id, errorCode: .noError, opaqueData: nil))
+                let frame = HTTP2Frame(
+                    streamID: .rootStream, payload: .goAway(lastStreamID: highestAnswered, errorCode: .noError, opaqueData: nil))
                 context.writeAndFlush(wrapOutboundOut(frame)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
             }
             needsFlush = false

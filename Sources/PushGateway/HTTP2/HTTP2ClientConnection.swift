@@ -1,0 +1,325 @@
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+import PushCore
+
+/// What an HTTP/2 connection reports to its owner, on its event loop.
+public enum HTTP2ConnectionEvent: Sendable {
+    /// Streams are available (the server's SETTINGS arrived, or streams finished): the owner may submit this many.
+    case capacity(Int)
+    /// A response arrived: final or not, the owner decides (``APNsOutcome``).
+    case answered(HTTP2Delivery, APNsResponse)
+    /// Not processed by the server (above a GOAWAY's last stream id, or refused with REFUSED_STREAM): to be sent
+    /// again on another connection, uncounted.
+    case unprocessed([HTTP2Delivery])
+    /// Sent and unanswered: the connection was lost, the deadline passed, or the server reset the stream. Retried,
+    /// counted.
+    case lost([HTTP2Delivery], reason: String)
+    /// The connection takes no new streams (GOAWAY, stream ids exhausted); it closes once its streams finish.
+    case draining
+    /// The connection has closed; nothing more comes from it.
+    case closed
+}
+
+/// One HTTP/2 connection to the provider API: a handler behind `NIOHTTP2Handler` in client mode, at frame level
+/// (no channel per stream). It keeps an ``HTTP2StreamBook`` and carries out its answers: opens a stream per
+/// submitted request (HEADERS with the request's fields and the current provider token, then DATA with the body),
+/// reads each response's status and JSON body, follows SETTINGS, GOAWAY and RST_STREAM, resets streams whose
+/// deadline passed, gives the connection's flow-control window back, sends PING when idle and closes a connection
+/// whose PING goes unanswered. Everything happens on the channel's event loop; `onEvent` is called there.
+public final class HTTP2ClientConnection: ChannelInboundHandler {
+    public typealias InboundIn = HTTP2Frame
+    public typealias OutboundOut = HTTP2Frame
+
+    /// The connection's settings.
+    public struct Settings: Sendable {
+        public var maxConcurrentStreams: Int
+        /// One stream until a request succeeds (token authentication).
+        public var oneStreamUntilSuccess: Bool
+        public var requestTimeout: TimeAmount
+        /// A connection with nothing received for this long is checked with PING.
+        public var pingInterval: TimeAmount = .seconds(60)
+        /// A PING unanswered this long closes the connection (silently dropped by a firewall).
+        public var pingTimeout: TimeAmount = .seconds(10)
+
+        public init(maxConcurrentStreams: Int, oneStreamUntilSuccess: Bool, requestTimeout: TimeAmount) {
+            self.maxConcurrentStreams = maxConcurrentStreams
+            self.oneStreamUntilSuccess = oneStreamUntilSuccess
+            self.requestTimeout = requestTimeout
+        }
+    }
+
+    private var book: HTTP2StreamBook<HTTP2Delivery>
+    private let settings: Settings
+    private let authorization: @Sendable () -> String?
+    private let onEvent: @Sendable (HTTP2ConnectionEvent) -> Void
+    private var context: ChannelHandlerContext?
+    /// Responses being read: status and body so far.
+    private var responses: [UInt32: (status: Int, body: [UInt8])] = [:]
+    private var deadlineTimer: Scheduled<Void>?
+    private var timerDeadline: Int64?
+    private var pingTimer: Scheduled<Void>?
+    private var lastRead = NIODeadline.now()
+    private var pingOutstanding = false
+    /// DATA bytes read since the last connection WINDOW_UPDATE.
+    private var unacknowledged = 0
+    private var announcedDraining = false
+
+    /// - Parameters:
+    ///   - authorization: the provider token to send with each request (nil with certificate authentication);
+    ///     called per request, so a renewed token is used at once.
+    ///   - onEvent: called on the event loop.
+    public init(
+        settings: Settings, authorization: @escaping @Sendable () -> String?, onEvent: @escaping @Sendable (HTTP2ConnectionEvent) -> Void
+    ) {
+        self.settings = settings
+        self.authorization = authorization
+        self.onEvent = onEvent
+        book = HTTP2StreamBook(
+            cap: settings.maxConcurrentStreams, oneStreamUntilSuccess: settings.oneStreamUntilSuccess,
+            timeout: settings.requestTimeout.nanoseconds)
+    }
+
+    /// Streams that may open now.
+    public var available: Int { book.available }
+    /// Streams open now.
+    public var openStreams: Int { book.openCount }
+    /// The server's SETTINGS_MAX_CONCURRENT_STREAMS, once announced.
+    public var serverStreamLimit: Int? { book.serverLimit }
+
+    public func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        schedulePing(context: context)
+    }
+
+    public func handlerRemoved(context: ChannelHandlerContext) {
+        deadlineTimer?.cancel()
+        pingTimer?.cancel()
+        self.context = nil
+    }
+
+    // MARK: Sending
+
+    /// Opens a stream for each request, as many as are available (the rest are returned), and flushes once.
+    public func submit(_ deliveries: [HTTP2Delivery]) -> [HTTP2Delivery] {
+        guard let context, book.available > 0 else { return deliveries }
+        let now = NIODeadline.now().uptimeNanoseconds
+        var rest: [HTTP2Delivery] = []
+        let token = authorization()
+        for var delivery in deliveries {
+            guard book.available > 0 else {
+                rest.append(delivery)
+                continue
+            }
+            delivery.sends += 1
+            let id = book.start(delivery, now: Int64(now))
+            let stream = HTTP2StreamID(Int(id))
+            var headers = HPACKHeaders()
+            for field in delivery.request.headerFields(authorization: token) { headers.add(name: field.name, value: field.value) }
+            headers.add(name: "content-length", value: String(delivery.request.body.count))
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: headers)))), promise: nil)
+            let body = context.channel.allocator.buffer(bytes: delivery.request.body)
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
+        }
+        context.flush()
+        armDeadlineTimer(context: context)
+        announceDrainingIfNeeded()
+        return rest
+    }
+
+    /// Takes no new streams; the connection closes once the open ones finish.
+    public func retire() {
+        book.retire()
+        announceDrainingIfNeeded()
+        closeIfFinished()
+    }
+
+    // MARK: Receiving
+
+    public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        lastRead = .now()
+        pingOutstanding = false
+        let id = UInt32(Int32(frame.streamID))
+        switch frame.payload {
+        case .headers(let headers):
+            if let status = headers.headers.first(name: ":status").flatMap({ Int($0) }) {
+                if (100..<200).contains(status) { return }  // informational: the final headers follow
+                responses[id] = (status, responses[id]?.body ?? [])
+            }
+            if headers.endStream { complete(id) }
+        case .data(let data):
+            if case .byteBuffer(let buffer) = data.data {
+                consumed(buffer.readableBytes + (data.paddingBytes ?? 0), context: context)
+                // Apple's bodies are a few dozen bytes; a larger one is cut (the reason is at its start).
+                if var response = responses[id], response.body.count < 4096 {
+                    response.body.append(contentsOf: buffer.readableBytesView.prefix(4096 - response.body.count))
+                    responses[id] = response
+                }
+            }
+            if data.endStream { complete(id) }
+        case .rstStream(let code):
+            responses[id] = nil
+            guard let delivery = book.reset(id) else { return }
+            if code == .refusedStream {
+                onEvent(.unprocessed([delivery]))
+            } else {
+                onEvent(.lost([delivery], reason: "stream reset by the server (\(code))"))
+            }
+            streamsFinished()
+        case .settings(.settings(let values)):
+            let before = book.available
+            book.settings(maxConcurrentStreams: values.last { $0.parameter == .maxConcurrentStreams }?.value)
+            if book.available > before || before == 0 { onEvent(.capacity(book.available)) }
+        case .goAway(let lastStreamID, _, _):
+            let unprocessed = book.goAway(lastStreamID: UInt32(Int32(lastStreamID)))
+            announceDrainingIfNeeded()
+            if !unprocessed.isEmpty { onEvent(.unprocessed(unprocessed)) }
+            closeIfFinished()
+        default:
+            break
+        }
+    }
+
+    /// A stream's response is complete.
+    private func complete(_ id: UInt32) {
+        guard let response = responses.removeValue(forKey: id) else {
+            // END_STREAM without a status: not a response; the stream's request is retried, counted.
+            if let delivery = book.reset(id) { onEvent(.lost([delivery], reason: "a response without :status")) }
+            streamsFinished()
+            return
+        }
+        guard let delivery = book.finish(id, success: response.status == 200) else { return }
+        onEvent(.answered(delivery, APNsResponse(status: response.status, body: response.body)))
+        streamsFinished()
+    }
+
+    private func streamsFinished() {
+        if book.available > 0 { onEvent(.capacity(book.available)) }
+        closeIfFinished()
+    }
+
+    public func channelReadComplete(context: ChannelHandlerContext) {
+        context.flush()
+        context.fireChannelReadComplete()
+    }
+
+    public func channelInactive(context: ChannelHandlerContext) {
+        deadlineTimer?.cancel()
+        pingTimer?.cancel()
+        responses = [:]
+        let lost = book.closed()
+        if !lost.isEmpty { onEvent(.lost(lost, reason: "connection lost")) }
+        onEvent(.closed)
+        context.fireChannelInactive()
+    }
+
+    public func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+
+    // MARK: Flow control, deadlines, PING
+
+    private func consumed(_ bytes: Int, context: ChannelHandlerContext) {
+        guard bytes > 0 else { return }
+        unacknowledged += bytes
+        if unacknowledged >= 16 * 1024 {
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unacknowledged))), promise: nil)
+            unacknowledged = 0
+        }
+    }
+
+    private func armDeadlineTimer(context: ChannelHandlerContext) {
+        guard let next = book.nextDeadline else { return }
+        if let timerDeadline, timerDeadline <= next { return }
+        deadlineTimer?.cancel()
+        timerDeadline = next
+        deadlineTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: NIODeadline.uptimeNanoseconds(UInt64(max(0, next)))) { [self] in
+            timerDeadline = nil
+            expireDeadlines()
+        }
+    }
+
+    private func expireDeadlines() {
+        guard let context else { return }
+        let expired = book.expire(now: Int64(NIODeadline.now().uptimeNanoseconds))
+        for (stream, _) in expired {
+            responses[stream] = nil
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: HTTP2StreamID(Int(stream)), payload: .rstStream(.cancel))), promise: nil)
+        }
+        if !expired.isEmpty {
+            context.flush()
+            onEvent(.lost(expired.map(\.request), reason: "no response within \(settings.requestTimeout.nanoseconds / 1_000_000) ms"))
+            streamsFinished()
+        }
+        armDeadlineTimer(context: context)
+    }
+
+    private func schedulePing(context: ChannelHandlerContext) {
+        pingTimer = context.eventLoop.assumeIsolated().scheduleTask(in: settings.pingInterval) { [self] in
+            guard let context = self.context else { return }
+            if pingOutstanding {
+                // Nothing came back within the PING's timeout: the path is gone (a silently dropped connection).
+                context.close(promise: nil)
+                return
+            }
+            if NIODeadline.now() - lastRead >= settings.pingInterval {
+                pingOutstanding = true
+                context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 1), ack: false))), promise: nil)
+                pingTimer = context.eventLoop.assumeIsolated().scheduleTask(in: settings.pingTimeout) { [self] in
+                    guard let context = self.context else { return }
+                    if pingOutstanding { context.close(promise: nil) } else { schedulePing(context: context) }
+                }
+                return
+            }
+            schedulePing(context: context)
+        }
+    }
+
+    private func announceDrainingIfNeeded() {
+        if book.phase == .draining, !announcedDraining {
+            announcedDraining = true
+            onEvent(.draining)
+        }
+    }
+
+    private func closeIfFinished() {
+        if book.isFinished, book.phase == .draining { context?.close(promise: nil) }
+    }
+}
+
+extension HTTP2ClientConnection {
+    /// Opens a connection to `host:port`: TCP, TLS (the endpoint's context, ALPN `h2`), HTTP/2 in client mode and
+    /// the connection handler. The handler is bound to the channel's event loop: call it there.
+    public static func connect(
+        host: String, port: Int, tls: NIOSSLContext, serverName: String?, group: any EventLoopGroup,
+        connectTimeout: TimeAmount, settings: Settings, authorization: @escaping @Sendable () -> String?,
+        onEvent: @escaping @Sendable (HTTP2ConnectionEvent) -> Void
+    ) -> EventLoopFuture<(any Channel, NIOLoopBound<HTTP2ClientConnection>)> {
+        ClientBootstrap(group: group)
+            .connectTimeout(connectTimeout)
+            .channelOption(.socketOption(.so_keepalive), value: 1)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName))
+                    var configuration = NIOHTTP2Handler.ConnectionConfiguration()
+                    configuration.initialSettings = [
+                        HTTP2Setting(parameter: .enablePush, value: 0),
+                        HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
+                        HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+                    ]
+                    try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: configuration))
+                    try sync.addHandler(HTTP2ClientConnection(settings: settings, authorization: authorization, onEvent: onEvent))
+                }
+            }
+            .connect(host: host, port: port)
+            .flatMapThrowing { channel in
+                let handler = try channel.pipeline.syncOperations.handler(type: HTTP2ClientConnection.self)
+                return (channel, NIOLoopBound(handler, eventLoop: channel.eventLoop))
+            }
+    }
+}

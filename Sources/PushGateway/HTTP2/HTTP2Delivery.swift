@@ -1,0 +1,21 @@
+import PushCore
+
+/// One notification on its way over the HTTP/2 provider API: its request and a few words. The pool holds this per
+/// notification until its response is final.
+public struct HTTP2Delivery: Sendable {
+    /// The caller's reference, echoed in the outcome.
+    public var ticket: DeliveryTicket
+    public let request: APNsRequest
+    /// Times a stream was opened for it.
+    public internal(set) var sends = 0
+    /// Counted failures (5xx, 429, refused credentials, a lost connection, a deadline): `max_attempts` bounds them.
+    public internal(set) var transientFailures = 0
+
+    public init(ticket: DeliveryTicket, request: APNsRequest) {
+        self.ticket = ticket
+        self.request = request
+    }
+
+    /// UNIX seconds; 0 never expires.
+    public var expiration: UInt32 { request.expiration }
+}
