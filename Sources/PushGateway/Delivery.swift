@@ -79,11 +79,17 @@ public struct DeliveryOutcome: Sendable, Hashable {
     public var result: Result
     /// How many times it was written to the gateway.
     public var attempts: Int
+    /// HTTP/2: the response's status of a failure (the binary transport's status is in `result`).
+    public var httpStatus: UInt16?
+    /// HTTP/2 410: when Apple says the token stopped being valid (UNIX milliseconds): a feedback event follows.
+    public var unregisteredAt: Int64?
 
-    public init(ticket: DeliveryTicket, result: Result, attempts: Int) {
+    public init(ticket: DeliveryTicket, result: Result, attempts: Int, httpStatus: UInt16? = nil, unregisteredAt: Int64? = nil) {
         self.ticket = ticket
         self.result = result
         self.attempts = attempts
+        self.httpStatus = httpStatus
+        self.unregisteredAt = unregisteredAt
     }
 
     static func accepted(_ d: Delivery) -> DeliveryOutcome {

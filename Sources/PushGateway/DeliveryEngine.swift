@@ -5,15 +5,17 @@ import NIOPosix
 import PushCore
 import Synchronization
 
-/// Turns deliveries into terminal outcomes against the binary gateway (SPEC section 4).
+/// Turns deliveries into terminal outcomes against the binary gateway (SPEC section 4) or the HTTP/2 provider API
+/// (SPEC section 9).
 ///
-/// One ``ConnectionPool`` per (app, environment). ``submit(_:to:)`` waits while `maxInFlight` deliveries are held
+/// One ``ConnectionPool`` per binary (app, environment), one ``HTTP2Pool`` per HTTP/2 one. ``submit(_:to:)`` waits while `maxInFlight` deliveries are held
 /// (backpressure: nothing is dropped, nothing grows without bound). Every submitted delivery ends in exactly one
 /// outcome passed to `onOutcomes` (from event-loop threads, in batches; keep the handler quick), unless the engine
 /// is stopped first, in which case ``stop()`` hands it back unsettled.
 public final class DeliveryEngine: Sendable {
     public let configuration: DeliveryConfiguration
     private let pools: [AppKey: ConnectionPool]
+    private let http2Pools: [AppKey: HTTP2Pool]
     private let gate: CapacityGate
     private let idle: IdleSignal
     private let inFlight: Gauge
@@ -31,28 +33,59 @@ public final class DeliveryEngine: Sendable {
         self.inFlight = inFlight
         self.gate = gate
         self.idle = idle
+        let settle: @Sendable ([DeliveryOutcome]) -> Void = { outcomes in
+            onOutcomes(outcomes)
+            gate.release(outcomes.count)
+            let held = gate.held
+            inFlight.record(held)
+            if held == 0 { idle.signal() }
+        }
         var pools: [AppKey: ConnectionPool] = [:]
+        var http2Pools: [AppKey: HTTP2Pool] = [:]
         for endpoint in endpoints {
-            pools[endpoint.key] = try ConnectionPool(
-                endpoint: endpoint, configuration: configuration, group: group, logger: logger
-            ) { outcomes in
-                onOutcomes(outcomes)
-                gate.release(outcomes.count)
-                let held = gate.held
-                inFlight.record(held)
-                if held == 0 { idle.signal() }
+            if endpoint.http2 != nil {
+                http2Pools[endpoint.key] = try HTTP2Pool(
+                    endpoint: endpoint, configuration: configuration, group: group, logger: logger, onOutcomes: settle)
+            } else {
+                pools[endpoint.key] = try ConnectionPool(
+                    endpoint: endpoint, configuration: configuration, group: group, logger: logger, onOutcomes: settle)
             }
         }
         self.pools = pools
+        self.http2Pools = http2Pools
     }
 
     /// Opens every pool's connections.
     public func start() {
         for pool in pools.values { pool.start() }
+        for pool in http2Pools.values { pool.start() }
     }
 
     /// The apps this engine can deliver to.
-    public var apps: [AppKey] { Array(pools.keys) }
+    public var apps: [AppKey] { Array(pools.keys) + Array(http2Pools.keys) }
+
+    /// Hands deliveries to the HTTP/2 pool for `app` at once (see ``enqueue(_:to:)``).
+    public func enqueue(_ deliveries: [HTTP2Delivery], to app: AppKey) {
+        guard let pool = http2Pools[app] else { preconditionFailure("no http2 pool for \(app)") }
+        gate.take(deliveries.count)
+        pool.submit(deliveries)
+    }
+
+    /// Hands HTTP/2 deliveries to the pool for `app`, waiting while the engine holds `maxInFlight` of them.
+    public func submit(_ deliveries: [HTTP2Delivery], to app: AppKey) async throws {
+        guard let pool = http2Pools[app] else { preconditionFailure("no http2 pool for \(app)") }
+        var rest = deliveries[...]
+        while !rest.isEmpty {
+            let chunk = rest.prefix(max(1, min(rest.count, gate.capacity / 4)))
+            try await gate.acquire(chunk.count)
+            inFlight.record(gate.held)
+            pool.submit(chunk)
+            rest = rest.dropFirst(chunk.count)
+        }
+    }
+
+    /// The provider-token cache of an HTTP/2 app with token authentication (its age and renewals are metrics).
+    public func providerTokens(of app: AppKey) -> ProviderTokenCache? { http2Pools[app]?.tokenCache }
 
     /// Hands deliveries to the pool for `app` at once, however many the engine holds: for a caller that bounds what
     /// it holds itself (the worker's in-flight ledger pauses fetching). One lock for the batch.
@@ -63,7 +96,7 @@ public final class DeliveryEngine: Sendable {
     }
 
     /// Whether the app's gateway is down: no connection ready and the last attempt failed.
-    public func isDown(_ app: AppKey) -> Bool { pools[app]?.isDown ?? false }
+    public func isDown(_ app: AppKey) -> Bool { pools[app]?.isDown ?? http2Pools[app]?.isDown ?? false }
 
     /// Hands deliveries to the pool for `app`, waiting while the engine holds `maxInFlight` of them.
     /// The app must be one the engine was made with.
@@ -101,11 +134,18 @@ public final class DeliveryEngine: Sendable {
     /// Closes every connection and returns the deliveries that got no outcome (pending or in flight), to be left
     /// uncommitted: they are delivered after a restart.
     public func stop() async -> [Delivery] {
+        await stopAll().binary
+    }
+
+    /// Stops every pool: the binary deliveries without an outcome, and how many HTTP/2 ones had none.
+    public func stopAll() async -> (binary: [Delivery], http2: Int) {
         var unsettled: [Delivery] = []
         for pool in pools.values { unsettled += await pool.stop() }
-        gate.release(unsettled.count)
+        var http2 = 0
+        for pool in http2Pools.values { http2 += await pool.stop() }
+        gate.release(unsettled.count + http2)
         idle.signal()
-        return unsettled
+        return (unsettled, http2)
     }
 
     /// Deliveries submitted and not yet settled.
@@ -113,7 +153,7 @@ public final class DeliveryEngine: Sendable {
     /// The most ever held at once (never above `maxInFlight`).
     public var peakHeld: Int { gate.peakHeld }
 
-    public func status(of app: AppKey) -> PoolStatus? { pools[app]?.status }
+    public func status(of app: AppKey) -> PoolStatus? { pools[app]?.status ?? http2Pools[app]?.status }
 }
 
 /// Wakes waiters when a condition may have become true.

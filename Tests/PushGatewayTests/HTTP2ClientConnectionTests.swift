@@ -65,7 +65,7 @@ import Testing
         (0..<count).map { i in
             let json = #"{"id":"e\#(i)","app":"com.example.app","token":"\#(String(format: "%064x", i + 1))","payload":{"aps":{"alert":"hi \#(i)"}}}"#
             guard case .success(let event) = EventDecoder.http2.decode(json),
-                  let request = try? APNsRequest(event: event, app: HTTP2AppSettings(bundleID: "com.example.app"), recordTimestamp: 0, defaultTTL: 0)
+                  let request = try? APNsRequest(event: event, app: HTTP2AppSettings(bundleID: "com.example.app"), recordTimestamp: Int64(Date().timeIntervalSince1970), defaultTTL: 86400)
             else { fatalError("sample event") }
             return HTTP2Delivery(ticket: DeliveryTicket(UInt64(i)), request: request)
         }

@@ -66,6 +66,9 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     /// DATA bytes read since the last connection WINDOW_UPDATE.
     private var unacknowledged = 0
     private var announcedDraining = false
+    /// Whether the channel is active: `NIOHTTP2Handler` has sent the connection preface (it does on channelActive,
+    /// which reaches this handler after it; a connect future completes before that).
+    private var active = false
 
     /// - Parameters:
     ///   - authorization: the provider token to send with each request (nil with certificate authentication);
@@ -82,8 +85,8 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
             timeout: settings.requestTimeout.nanoseconds)
     }
 
-    /// Streams that may open now.
-    public var available: Int { book.available }
+    /// Streams that may open now (none before the channel is active: the HTTP/2 preface goes first).
+    public var available: Int { active ? book.available : 0 }
     /// Streams open now.
     public var openStreams: Int { book.openCount }
     /// The server's SETTINGS_MAX_CONCURRENT_STREAMS, once announced.
@@ -92,6 +95,13 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     public func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         schedulePing(context: context)
+        if context.channel.isActive { active = true }
+    }
+
+    public func channelActive(context: ChannelHandlerContext) {
+        active = true
+        context.fireChannelActive()
+        onEvent(.capacity(book.available))
     }
 
     public func handlerRemoved(context: ChannelHandlerContext) {
@@ -104,7 +114,7 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
 
     /// Opens a stream for each request, as many as are available (the rest are returned), and flushes once.
     public func submit(_ deliveries: [HTTP2Delivery]) -> [HTTP2Delivery] {
-        guard let context, book.available > 0 else { return deliveries }
+        guard let context, available > 0 else { return deliveries }
         let now = NIODeadline.now().uptimeNanoseconds
         var rest: [HTTP2Delivery] = []
         let token = authorization()

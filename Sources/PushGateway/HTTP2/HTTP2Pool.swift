@@ -1,0 +1,315 @@
+import DequeModule
+import Foundation
+import Logging
+import NIOCore
+import NIOSSL
+import PushCore
+import Synchronization
+
+/// The HTTP/2 connections of one (app, environment) (SPEC section 9): `connections` long-lived connections pulling
+/// from one queue, in which resends stand before new notifications. Each response is final for its notification
+/// or sends it again (``HTTP2ResponsePolicy``); connections that fail or are refused reconnect with the binary
+/// transport's backoff and connect cap; a GOAWAY or 503 Shutdown retires a connection and its replacement is opened.
+final class HTTP2Pool: Sendable {
+    let endpoint: AppEndpoint
+    private let http2: HTTP2Endpoint
+    private let configuration: DeliveryConfiguration
+    private let policy: HTTP2ResponsePolicy
+    private let tokens: ProviderTokenCache?
+    private let tls: NIOSSLContext
+    private let group: any EventLoopGroup
+    private let logger: Logger
+    private let onOutcomes: @Sendable ([DeliveryOutcome]) -> Void
+    private let state: Mutex<State>
+    private let down = Atomic<Bool>(false)
+
+    private enum Slot {
+        case idle
+        case connecting
+        case ready(NIOLoopBound<HTTP2ClientConnection>, any EventLoop)
+        case draining
+    }
+
+    private struct State {
+        var queue = Deque<HTTP2Delivery>()
+        var slots: [Slot]
+        var backoff: Backoff<ContinuousClock.Instant>
+        var limiter: ConnectRateLimiter<ContinuousClock.Instant>
+        var stopped = false
+        var attempts = 0
+        var everConnected = false
+        var lastError: String?
+        var credentialsRefused: String?
+        var written = 0
+        /// Deliveries waiting for a delayed resend (429, 5xx): they count as held.
+        var delayed = 0
+        var channels: [ObjectIdentifier: any Channel] = [:]
+    }
+
+    init(
+        endpoint: AppEndpoint, configuration: DeliveryConfiguration, group: any EventLoopGroup, logger: Logger,
+        onOutcomes: @escaping @Sendable ([DeliveryOutcome]) -> Void
+    ) throws {
+        guard let http2 = endpoint.http2 else { preconditionFailure("not an http2 endpoint") }
+        self.endpoint = endpoint
+        self.http2 = http2
+        self.configuration = configuration
+        self.group = group
+        self.logger = logger
+        self.onOutcomes = onOutcomes
+        policy = HTTP2ResponsePolicy(
+            maxAttempts: configuration.maxAttempts, initialDelay: configuration.reconnectInitial, maximumDelay: configuration.reconnectMaximum)
+        tls = try endpoint.tlsContext()
+        if case .token(let teamID, let keyID, let path) = http2.authentication {
+            let pem = try String(contentsOfFile: path, encoding: .utf8)
+            tokens = ProviderTokenCache(
+                key: try ProviderTokenKey(teamID: teamID, keyID: keyID, pem: pem), refreshInterval: Int64(configuration.tokenRefreshSeconds))
+        } else {
+            tokens = nil
+        }
+        let now = ContinuousClock.now
+        state = Mutex(State(
+            slots: Array(repeating: .idle, count: endpoint.connections),
+            backoff: Backoff(
+                initial: configuration.reconnectInitial, maximum: configuration.reconnectMaximum,
+                resetAfter: configuration.reconnectResetAfter, seed: configuration.jitterSeed),
+            limiter: ConnectRateLimiter(perMinute: configuration.maxNewConnectionsPerMinute, burst: configuration.connectBurst, now: now)))
+    }
+
+    /// Opens every connection.
+    func start() {
+        for slot in 0..<endpoint.connections { connect(slot: slot, after: .zero) }
+    }
+
+    var isDown: Bool { down.load(ordering: .relaxed) }
+
+    /// The provider token cache (token authentication), for its metrics.
+    var tokenCache: ProviderTokenCache? { tokens }
+
+    var status: PoolStatus {
+        state.withLock { s in
+            let ready = s.slots.filter { if case .ready = $0 { true } else { false } }.count
+            return PoolStatus(
+                readyConnections: ready, pending: s.queue.count + s.delayed, connectionAttempts: s.attempts,
+                lastError: s.credentialsRefused ?? s.lastError, consecutiveFailures: s.backoff.consecutiveFailures,
+                lateErrorResponses: 0, written: s.written, everConnected: s.everConnected,
+                credentialsRefused: s.credentialsRefused != nil, lastEnd: nil, events: [])
+        }
+    }
+
+    // MARK: Submitting
+
+    func submit<C: Collection<HTTP2Delivery>>(_ deliveries: C) {
+        state.withLock { $0.queue.append(contentsOf: deliveries) }
+        pumpAll()
+    }
+
+    /// Asks every ready connection to take what it can (on its event loop).
+    private func pumpAll() {
+        let ready: [(Int, NIOLoopBound<HTTP2ClientConnection>, any EventLoop)] = state.withLock { s in
+            s.slots.enumerated().compactMap { index, slot in
+                if case .ready(let handler, let loop) = slot { (index, handler, loop) } else { nil }
+            }
+        }
+        for (_, handler, loop) in ready {
+            loop.execute { [self] in pump(handler.value) }
+        }
+    }
+
+    /// On the connection's event loop: hands it as many queued deliveries as it has streams for.
+    private func pump(_ connection: HTTP2ClientConnection) {
+        let available = connection.available
+        guard available > 0 else { return }
+        let batch: [HTTP2Delivery] = state.withLock { s in
+            let n = min(available, s.queue.count)
+            guard n > 0 else { return [] }
+            let taken = Array(s.queue.prefix(n))
+            s.queue.removeFirst(n)
+            s.written += n
+            return taken
+        }
+        guard !batch.isEmpty else { return }
+        let rest = connection.submit(batch)
+        if !rest.isEmpty {
+            state.withLock { s in
+                s.written -= rest.count
+                s.queue.insert(contentsOf: rest, at: 0)
+            }
+        }
+    }
+
+    // MARK: Connections
+
+    private func connect(slot: Int, after delay: Duration) {
+        let wait: Duration? = state.withLock { s in
+            guard !s.stopped else { return nil }
+            s.slots[slot] = .connecting
+            return max(delay, s.limiter.acquire(now: .now))
+        }
+        guard let wait else { return }
+        let loop = group.next()
+        loop.scheduleTask(in: .nanoseconds(Int64(wait.components.seconds) * 1_000_000_000 + wait.components.attoseconds / 1_000_000_000)) { [self] in
+            open(slot: slot)
+        }
+    }
+
+    private func open(slot: Int) {
+        let stopped = state.withLock { s in
+            if !s.stopped { s.attempts += 1 }
+            return s.stopped
+        }
+        guard !stopped else { return }
+        let settings = HTTP2ClientConnection.Settings(
+            maxConcurrentStreams: http2.maxConcurrentStreams, oneStreamUntilSuccess: tokens != nil,
+            requestTimeout: .nanoseconds(Int64(configuration.requestTimeout.components.seconds) * 1_000_000_000
+                + configuration.requestTimeout.components.attoseconds / 1_000_000_000))
+        let tokens = self.tokens
+        let serverName = http2.host.first.map { $0.isNumber } == true ? nil : http2.host
+        let timeout = configuration.connectTimeout
+        HTTP2ClientConnection.connect(
+            host: http2.host, port: http2.port, tls: tls, serverName: serverName, group: group,
+            connectTimeout: .seconds(timeout.components.seconds), settings: settings,
+            authorization: { tokens.flatMap { try? $0.token(now: Int64(Date().timeIntervalSince1970)) } },
+            onEvent: { [self] event in handle(event, slot: slot) }
+        ).whenComplete { [self] result in
+            switch result {
+            case .success(let (channel, handler)):
+                let proceed = state.withLock { s in
+                    guard !s.stopped else { return false }
+                    s.slots[slot] = .ready(handler, channel.eventLoop)
+                    s.channels[ObjectIdentifier(channel)] = channel
+                    s.everConnected = true
+                    s.lastError = nil
+                    s.backoff.connected(at: .now)
+                    return true
+                }
+                down.store(false, ordering: .relaxed)
+                guard proceed else {
+                    channel.close(promise: nil)
+                    return
+                }
+                // The server's SETTINGS may have come before the slot was ready: take what waits now.
+                pump(handler.value)
+                // Closing removes the channel from the list.
+                channel.closeFuture.whenComplete { [self] _ in
+                    _ = state.withLock { $0.channels.removeValue(forKey: ObjectIdentifier(channel)) }
+                }
+            case .failure(let error):
+                let delay: Duration = state.withLock { s in
+                    s.lastError = "\(error)"
+                    return s.backoff.failed()
+                }
+                down.store(true, ordering: .relaxed)
+                logger.warning("http2 connection failed", metadata: ["app": "\(endpoint.key)", "error": "\(error)"])
+                connect(slot: slot, after: delay)
+            }
+        }
+    }
+
+    /// A connection's event, on its event loop.
+    private func handle(_ event: HTTP2ConnectionEvent, slot: Int) {
+        let now = Int64(Date().timeIntervalSince1970)
+        switch event {
+        case .capacity:
+            let handler: NIOLoopBound<HTTP2ClientConnection>? = state.withLock { s in
+                if case .ready(let handler, _) = s.slots[slot] { handler } else { nil }
+            }
+            if let handler { pump(handler.value) }
+        case .answered(var delivery, let response):
+            let (decision, effects) = policy.decide(response, for: &delivery, now: now, nowMilliseconds: now * 1000)
+            if effects.renewToken, let tokens, let rejected = try? tokens.token(now: now) {
+                _ = try? tokens.renew(rejected: rejected, now: now)
+            }
+            if effects.retireConnection { retire(slot: slot) }
+            if let refused = effects.credentialsRefused {
+                state.withLock { $0.credentialsRefused = refused }
+                logger.error("the provider API refused the app's credentials", metadata: ["app": "\(endpoint.key)", "reason": "\(refused)"])
+                retire(slot: slot)
+            } else if response.status == 200 {
+                state.withLock { $0.credentialsRefused = nil }
+            }
+            apply([(delivery, decision)])
+        case .unprocessed(let deliveries):
+            apply(deliveries.map { ($0, policy.unprocessed($0, now: now)) })
+        case .lost(let deliveries, let reason):
+            apply(deliveries.map { d in
+                var d = d
+                let decision = policy.lost(&d, reason: reason, now: now)
+                return (d, decision)
+            })
+        case .draining:
+            state.withLock { s in if case .ready = s.slots[slot] { s.slots[slot] = .draining } }
+            pumpAll()
+        case .closed:
+            let (reconnect, delay): (Bool, Duration) = state.withLock { s in
+                s.slots[slot] = .idle
+                guard !s.stopped else { return (false, .zero) }
+                // Refused credentials back the connection off; a retired or drained one is replaced at once (the
+                // connect cap still applies).
+                return (true, s.credentialsRefused != nil ? s.backoff.failed() : .zero)
+            }
+            if reconnect { connect(slot: slot, after: delay) }
+        }
+    }
+
+    private func retire(slot: Int) {
+        let handler: NIOLoopBound<HTTP2ClientConnection>? = state.withLock { s in
+            guard case .ready(let handler, _) = s.slots[slot] else { return nil }
+            s.slots[slot] = .draining
+            return handler
+        }
+        handler?.value.retire()
+    }
+
+    /// Carries out decisions: outcomes to the engine, resends to the queue's front (delayed ones later).
+    private func apply(_ decisions: [(HTTP2Delivery, HTTP2ResponsePolicy.Decision)]) {
+        // Once stopped, nothing has an outcome any more: `stop` counted it unsettled.
+        guard !state.withLock({ $0.stopped }) else { return }
+        var outcomes: [DeliveryOutcome] = []
+        var now: [HTTP2Delivery] = []
+        var later: [(HTTP2Delivery, Duration)] = []
+        for (delivery, decision) in decisions {
+            switch decision {
+            case .final(let outcome): outcomes.append(outcome)
+            case .resend(let delay) where delay == .zero: now.append(delivery)
+            case .resend(let delay): later.append((delivery, delay))
+            }
+        }
+        if !outcomes.isEmpty { onOutcomes(outcomes) }
+        if !now.isEmpty {
+            state.withLock { $0.queue.insert(contentsOf: now, at: 0) }
+            pumpAll()
+        }
+        guard !later.isEmpty else { return }
+        state.withLock { $0.delayed += later.count }
+        for (delivery, delay) in later {
+            group.next().scheduleTask(in: .milliseconds(Int64(delay.components.seconds) * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)) { [self] in
+                let stopped = state.withLock { s in
+                    s.delayed -= 1
+                    if !s.stopped { s.queue.insert(delivery, at: 0) }
+                    return s.stopped
+                }
+                if !stopped { pumpAll() }
+            }
+        }
+    }
+
+    /// Closes every connection; returns how many deliveries had no outcome (queued, delayed or on open streams:
+    /// their streams' losses are reported by the closing connections and dropped here).
+    func stop() async -> Int {
+        let (queued, channels) = state.withLock { s in
+            s.stopped = true
+            let queued = s.queue.count + s.delayed
+            s.queue.removeAll()
+            return (queued, Array(s.channels.values))
+        }
+        var open = 0
+        for channel in channels {
+            open += (try? await channel.eventLoop.submit {
+                (try? channel.pipeline.syncOperations.handler(type: HTTP2ClientConnection.self))?.openStreams ?? 0
+            }.get()) ?? 0
+            try? await channel.close()
+        }
+        return queued + open
+    }
+}

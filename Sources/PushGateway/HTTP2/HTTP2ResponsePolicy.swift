@@ -1,0 +1,104 @@
+import PushCore
+
+/// What the pool does with a request's fate (SPEC section 9's table), pure: a final outcome, or a resend (counted
+/// or not, at once or after a delay), and what else the response asks of the pool.
+public struct HTTP2ResponsePolicy: Sendable {
+    public let maxAttempts: Int
+    /// The first delay of a 429 or 5xx retry; it doubles per counted failure of the notification, up to `maximumDelay`.
+    public let initialDelay: Duration
+    public let maximumDelay: Duration
+
+    public init(maxAttempts: Int, initialDelay: Duration, maximumDelay: Duration) {
+        self.maxAttempts = maxAttempts
+        self.initialDelay = initialDelay
+        self.maximumDelay = maximumDelay
+    }
+
+    public enum Decision: Sendable, Equatable {
+        /// The notification ends.
+        case final(DeliveryOutcome)
+        /// Send it again after `delay` (zero: at once).
+        case resend(delay: Duration)
+    }
+
+    /// What else a response means for the pool.
+    public struct Effects: Sendable, Equatable {
+        /// 403 ExpiredProviderToken: renew the provider token now.
+        public var renewToken = false
+        /// 503 Shutdown: the connection takes no new streams.
+        public var retireConnection = false
+        /// Another 403: the app's credentials are refused; its connections back off, the reason goes to `/readyz`.
+        public var credentialsRefused: String?
+    }
+
+    /// A response arrived for `delivery` (its counters are updated). `now` is UNIX seconds, `nowMilliseconds` the
+    /// time of the response for a 410 without a timestamp.
+    public func decide(
+        _ response: APNsResponse, for delivery: inout HTTP2Delivery, now: Int64, nowMilliseconds: Int64
+    ) -> (Decision, Effects) {
+        var effects = Effects()
+        let outcome = response.outcome
+        let status = UInt16(clamping: response.status)
+        let detail = response.reason ?? "status \(response.status)"
+        switch outcome {
+        case .accepted:
+            return (.final(DeliveryOutcome(ticket: delivery.ticket, result: .accepted, attempts: delivery.sends)), effects)
+        case .invalidToken, .payloadTooLarge, .rejected:
+            let reason = outcome.deliveryErrorReason ?? .rejected
+            return (.final(failure(delivery, reason, detail, status: status)), effects)
+        case .unregistered:
+            var final = failure(delivery, .unregistered, detail, status: status)
+            final.unregisteredAt = response.timestampMilliseconds ?? nowMilliseconds
+            return (.final(final), effects)
+        case .renewProviderToken:
+            effects.renewToken = true
+            return (resendUncounted(delivery, now: now), effects)
+        case .credentialsRefused:
+            effects.credentialsRefused = detail
+            return (counted(&delivery, detail, status: status, now: now), effects)
+        case .tooManyRequests:
+            return (counted(&delivery, detail, status: status, now: now), effects)
+        case .serverError(let retire):
+            effects.retireConnection = retire
+            return (counted(&delivery, detail, status: status, now: now), effects)
+        }
+    }
+
+    /// A request was sent and not answered (connection lost, deadline, reset): a counted retry, at once.
+    public func lost(_ delivery: inout HTTP2Delivery, reason: String, now: Int64) -> Decision {
+        delivery.transientFailures += 1
+        if delivery.transientFailures >= maxAttempts {
+            return .final(failure(delivery, .retriesExhausted, reason, status: nil))
+        }
+        return expiredOutcome(delivery, now: now).map(Decision.final) ?? .resend(delay: .zero)
+    }
+
+    /// A request the server did not process (GOAWAY, REFUSED_STREAM): resent at once, uncounted (unless expired).
+    public func unprocessed(_ delivery: HTTP2Delivery, now: Int64) -> Decision {
+        resendUncounted(delivery, now: now)
+    }
+
+    private func resendUncounted(_ delivery: HTTP2Delivery, now: Int64) -> Decision {
+        expiredOutcome(delivery, now: now).map(Decision.final) ?? .resend(delay: .zero)
+    }
+
+    private func counted(_ delivery: inout HTTP2Delivery, _ detail: String, status: UInt16, now: Int64) -> Decision {
+        delivery.transientFailures += 1
+        if delivery.transientFailures >= maxAttempts {
+            return .final(failure(delivery, .retriesExhausted, detail, status: status))
+        }
+        if let expired = expiredOutcome(delivery, now: now) { return .final(expired) }
+        let doublings = min(delivery.transientFailures - 1, 30)
+        return .resend(delay: min(maximumDelay, initialDelay * Double(sign: .plus, exponent: doublings, significand: 1)))
+    }
+
+    /// No retry after the notification's expiration.
+    private func expiredOutcome(_ delivery: HTTP2Delivery, now: Int64) -> DeliveryOutcome? {
+        guard delivery.expiration != 0, now > Int64(delivery.expiration) else { return nil }
+        return failure(delivery, .expired, "expired before it could be delivered", status: nil)
+    }
+
+    private func failure(_ delivery: HTTP2Delivery, _ reason: DeliveryErrorReason, _ detail: String, status: UInt16?) -> DeliveryOutcome {
+        DeliveryOutcome(ticket: delivery.ticket, result: .failed(reason, status: nil, detail: detail), attempts: delivery.sends, httpStatus: status)
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import Logging
+import PushCore
+import PushTestSupport
+import Synchronization
+import Testing
+@testable import PushGateway
+@testable import PushSimulator
+
+/// The engine delivering over the HTTP/2 provider API into the simulator (a separate process's worth of server:
+/// its own TLS, HTTP/2 and checks), with SPEC section 9's outcomes under faults. Each test counts every outcome.
+@Suite struct HTTP2EngineTests {
+    struct Result {
+        var outcomes: [DeliveryTicket: [DeliveryOutcome]]
+        var recorded: [RecordedRequest]
+        var summary: String
+    }
+
+    static func run(
+        count: Int, token: Bool = true, connections: Int = 2, maxAttempts: Int = 5,
+        simulator change: (inout SimulatorConfiguration) -> Void = { _ in }
+    ) async throws -> Result {
+        var quiet = Logger(label: "test")
+        quiet.logLevel = .critical
+        var configuration = HTTP2ClientConnectionTests.simulator {
+            if token {
+                $0.tokenKeyPath = TestPKI.path("token-key.pub.pem")
+                $0.teamID = "TEAM123456"
+                $0.keyID = "KEY1234567"
+            }
+        }
+        change(&configuration)
+        let simulator = try GatewaySimulator(configuration: configuration, logger: quiet)
+        let addresses = try await simulator.start()
+        let endpoint = AppEndpoint(
+            app: "com.example.app", environment: .production, gatewayHost: "127.0.0.1", gatewayPort: 0, feedbackHost: "127.0.0.1",
+            feedbackPort: 0, connections: connections, format: .frame, certificatePath: token ? nil : TestPKI.path("app.pem"),
+            privateKeyPath: token ? nil : TestPKI.path("app-key.pem"), caPath: TestPKI.path("ca.pem"),
+            http2: HTTP2Endpoint(
+                host: "127.0.0.1", port: try #require(addresses.apiPort),
+                authentication: token
+                    ? .token(teamID: "TEAM123456", keyID: "KEY1234567", signingKeyPath: TestPKI.path("AuthKey_KEY1234567.p8"))
+                    : .certificate))
+        var delivery = DeliveryConfiguration()
+        delivery.maxAttempts = maxAttempts
+        delivery.reconnectInitial = .milliseconds(5)
+        delivery.reconnectMaximum = .milliseconds(50)
+        delivery.jitterSeed = 7
+        let outcomes = Mutex<[DeliveryTicket: [DeliveryOutcome]]>([:])
+        let engine = try DeliveryEngine(endpoints: [endpoint], configuration: delivery, logger: quiet) { batch in
+            outcomes.withLock { o in for outcome in batch { o[outcome.ticket, default: []].append(outcome) } }
+        }
+        engine.start()
+        engine.enqueue(HTTP2ClientConnectionTests.deliveries(count), to: endpoint.key)
+        let settled = await engine.drain(timeout: .seconds(60))
+        #expect(settled, "\(engine.held) deliveries without an outcome")
+        _ = await engine.stopAll()
+        let summary = "\(simulator.summary)"
+        let recorded = simulator.recordedRequests
+        await simulator.stop()
+        return Result(outcomes: outcomes.withLock { $0 }, recorded: recorded, summary: summary)
+    }
+
+    static func token(_ i: Int) -> [UInt8] {
+        (try? DeviceToken(hex: String(format: "%064x", i + 1)))!.bytes
+    }
+
+    @Test(.timeLimit(.minutes(2))) func everyNotificationIsAcceptedOnceOverTokenConnections() async throws {
+        let r = try await Self.run(count: 3000)
+        #expect(r.outcomes.count == 3000)
+        #expect(r.outcomes.values.allSatisfy { $0.count == 1 && $0[0].result == .accepted && $0[0].attempts == 1 })
+        #expect(r.recorded.count == 3000)
+        #expect(Set(r.recorded.map(\.token)).count == 3000)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func goAwayAnd503AndTooManyRequestsLoseAndDuplicateNothing() async throws {
+        let r = try await Self.run(count: 2000, maxAttempts: 20) {
+            $0.goawayEvery = 150
+            $0.rate503 = 0.05
+            $0.rate429 = 0.05
+            $0.seed = 11
+        }
+        #expect(r.outcomes.count == 2000)
+        #expect(r.outcomes.values.allSatisfy { $0.count == 1 && $0[0].result == .accepted },
+                "\(r.outcomes.values.first { $0[0].result != .accepted }.map { "\($0)" } ?? "")")
+        // Nothing the simulator accepted was sent again.
+        #expect(r.recorded.count == 2000, "\(r.summary)")
+        #expect(Set(r.recorded.map(\.token)).count == 2000)
+        #expect(r.outcomes.values.contains { $0[0].attempts > 1 })  // the faults did happen
+    }
+
+    @Test(.timeLimit(.minutes(2))) func finalAnswersEndTheirNotifications() async throws {
+        let unregistered = Set([3, 50, 400].map(Self.token))
+        let invalid = Set([7, 99].map(Self.token))
+        let r = try await Self.run(count: 500, token: false) {
+            for t in unregistered { $0.unregistered[t] = 1_790_000_000_123 }
+            $0.invalidTokens = invalid
+        }
+        #expect(r.outcomes.count == 500)
+        for (ticket, outcomes) in r.outcomes {
+            #expect(outcomes.count == 1)
+            let token = Self.token(Int(ticket.low))
+            let outcome = outcomes[0]
+            if unregistered.contains(token) {
+                #expect(outcome.result == .failed(.unregistered, status: nil, detail: "Unregistered"))
+                #expect(outcome.httpStatus == 410)
+                #expect(outcome.unregisteredAt == 1_790_000_000_123)
+            } else if invalid.contains(token) {
+                #expect(outcome.result == .failed(.invalidToken, status: nil, detail: "BadDeviceToken"))
+                #expect(outcome.httpStatus == 400)
+            } else {
+                #expect(outcome.result == .accepted)
+            }
+        }
+        #expect(r.recorded.count == 495)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func retriesEndAsRetriesExhaustedWithTheLastReason() async throws {
+        let r = try await Self.run(count: 20, maxAttempts: 3) { $0.rate503 = 1.0 }
+        #expect(r.outcomes.count == 20)
+        #expect(r.outcomes.values.allSatisfy {
+            $0.count == 1 && $0[0].result == .failed(.retriesExhausted, status: nil, detail: "ServiceUnavailable") && $0[0].attempts == 3
+        })
+        #expect(r.recorded.isEmpty)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func shutdownAndAbruptClosesRetireConnectionsWithoutLoss() async throws {
+        let r = try await Self.run(count: 1500, maxAttempts: 20) {
+            $0.shutdownEvery = 200
+            $0.closeEvery = 333
+        }
+        #expect(r.outcomes.count == 1500)
+        #expect(r.outcomes.values.allSatisfy { $0.count == 1 && $0[0].result == .accepted })
+        #expect(Set(r.recorded.map(\.token)).count == 1500)
+    }
+}
