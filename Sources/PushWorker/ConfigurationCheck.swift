@@ -75,19 +75,6 @@ extension WorkerConfiguration {
         return loaded
     }
 
-    /// The endpoints `run` and `replay` deliver to, their credentials loaded. Delivery over the HTTP/2 provider API
-    /// is not in this version yet (its requests, tokens and simulator are: `encode --format http2`, `simulate
-    /// --api-port`): an http2 app is refused, naming its key, rather than delivered over the wrong protocol.
-    public func deliveryEndpoints() throws(ConfigurationError) -> [AppEndpoint] {
-        let endpoints = try loadCredentials().map(\.endpoint)
-        if let index = endpoints.firstIndex(where: { $0.http2 != nil }) {
-            throw ConfigurationError(
-                key: "apps[\(index)].transport",
-                "delivery over http2 is not available in this version yet (check-config, encode, validate and simulate support it)")
-        }
-        return endpoints
-    }
-
     /// Loads a `.p8` signing key and signs a token with it, as the worker will. Throws naming `key`.
     @discardableResult
     static func loadSigningKey(teamID: String, keyID: String, path: String, key: String) throws(ConfigurationError) -> ProviderTokenKey {

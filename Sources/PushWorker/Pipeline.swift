@@ -11,6 +11,8 @@ import Synchronization
 public struct PipelineConfiguration: Sendable {
     public var deliveryErrorTopic: String
     public var deliveryReportTopic: String?
+    /// Where HTTP/2 410 answers go as feedback events (SPEC section 9: HTTP/2 has no feedback service); nil: none.
+    public var feedbackTopic: String?
     /// Added to the record's timestamp when an event names no expiration.
     public var defaultTTLSeconds: Int64 = 86400
     /// The configured apps: for each bundle id, its environments (the first is the default when the event names
@@ -105,6 +107,9 @@ public final class Pipeline: RecordSink {
     private let producer: KafkaProducer
     private let errorTopic: ProducerTopic
     private let reportTopic: ProducerTopic?
+    private let feedbackTopic: ProducerTopic?
+    /// Per endpoint, its HTTP/2 settings (nil for a binary endpoint).
+    private let http2Apps: [HTTP2AppSettings?]
     private let engineBox = Mutex<DeliveryEngine?>(nil)
     private let state: Mutex<Ledger>
     private let counts = Mutex(PipelineCounts())
@@ -140,6 +145,8 @@ public final class Pipeline: RecordSink {
         self.wallClock = wallClockMilliseconds
         errorTopic = producer.topic(configuration.deliveryErrorTopic)
         reportTopic = configuration.deliveryReportTopic.map { producer.topic($0) }
+        feedbackTopic = configuration.feedbackTopic.map { producer.topic($0) }
+        http2Apps = configuration.endpoints.map { e in e.http2.map { HTTP2AppSettings(bundleID: e.app, mdmTopic: $0.topic) } }
         legacyDecoders = configuration.endpoints.map { $0.format == .frame ? nil : EventDecoder(format: $0.format) }
         endpointFormats = configuration.endpoints.map(\.format)
         endpointKeys = configuration.endpoints.map(\.key)
@@ -174,7 +181,11 @@ public final class Pipeline: RecordSink {
             for r in batch {
                 r.value.withUnsafeBytes { decoded.add(r.topicPartition, offset: r.offset, timestamp: r.timestamp, value: $0, self) }
             }
-            for (index, deliveries) in admit(decoded).enumerated() where !deliveries.isEmpty {
+            let admitted = admit(decoded)
+            for (index, deliveries) in admitted.binary.enumerated() where !deliveries.isEmpty {
+                try await engine.submit(deliveries, to: endpointKeys[index])
+            }
+            for (index, deliveries) in admitted.http2.enumerated() where !deliveries.isEmpty {
                 try await engine.submit(deliveries, to: endpointKeys[index])
             }
         }
@@ -182,7 +193,8 @@ public final class Pipeline: RecordSink {
 
     /// Stops delivering: what has no outcome is left uncommitted (delivered again after a restart).
     public func stop() async -> Int {
-        await engine.stop().count
+        let unsettled = await engine.stopAll()
+        return unsettled.binary.count + unsettled.http2
     }
 
     /// Waits until every delivery has its outcome and every outcome's output events are handed to the producer, or
@@ -221,7 +233,11 @@ public final class Pipeline: RecordSink {
             }
             decoded.add(run!.topicPartition, offset: r.offset, timestamp: r.timestamp, value: r.value, self)
         }
-        for (index, deliveries) in admit(decoded).enumerated() where !deliveries.isEmpty {
+        let admitted = admit(decoded)
+        for (index, deliveries) in admitted.binary.enumerated() where !deliveries.isEmpty {
+            engine.enqueue(deliveries, to: endpointKeys[index])
+        }
+        for (index, deliveries) in admitted.http2.enumerated() where !deliveries.isEmpty {
             engine.enqueue(deliveries, to: endpointKeys[index])
         }
     }
@@ -252,6 +268,7 @@ public final class Pipeline: RecordSink {
     /// What a record decoded to: a delivery for an endpoint, or an error event.
     fileprivate enum Decoded {
         case deliver(HeldEvent, Delivery)
+        case deliverHTTP2(HeldEvent, HTTP2Delivery)
         case reject(DeliveryErrorEvent)
     }
 
@@ -274,6 +291,13 @@ public final class Pipeline: RecordSink {
         // Validation against the frame limit first; the app's own format limit is applied once the app is known.
         switch frameDecoder.decode(value) {
         case .failure(let rejection):
+            // An HTTP/2 app has limits of its own (4096 or 5120 bytes, priority 1): its events are judged by them.
+            if let app = rejection.app,
+                let index = configuration.endpointIndex(app: app, environment: rejection.environment.flatMap(APNsEnvironment.init(rawValue:))),
+                http2Apps[index] != nil
+            {
+                return decodeHTTP2(value, endpoint: index, timestamp: timestamp, now: now, source: source)
+            }
             return rejected(rejection, value, endpoint: nil, now: now, source: source)
         case .success(var event):
             guard let index = configuration.endpointIndex(app: event.app, environment: event.environment) else {
@@ -281,6 +305,9 @@ public final class Pipeline: RecordSink {
                 return .reject(DeliveryErrorEvent(
                     failed: event, reason: .unknownApp, status: nil, detail: "no configuration for app \(event.app)\(env)",
                     attempts: 0, source: source(), occurredAt: now))
+            }
+            if http2Apps[index] != nil {
+                return decodeHTTP2(value, endpoint: index, timestamp: timestamp, now: now, source: source)
             }
             if let legacy = legacyDecoders[index] {
                 switch legacy.decode(value) {
@@ -294,6 +321,29 @@ public final class Pipeline: RecordSink {
             return .deliver(
                 HeldEvent(id: event.id, endpoint: index, token: event.token, timestamp: timestamp),
                 Delivery(ticket: DeliveryTicket(0), notification: notification, format: endpointFormats[index]))
+        }
+    }
+
+    /// Decodes and validates a record for an HTTP/2 endpoint with the HTTP/2 rules and builds its request.
+    private func decodeHTTP2(
+        _ value: UnsafeRawBufferPointer, endpoint index: Int, timestamp: Int64, now: Int64, source: () -> RecordSource
+    ) -> Decoded {
+        switch EventDecoder.http2.decode(value) {
+        case .failure(let rejection):
+            return rejected(rejection, value, endpoint: index, now: now, source: source)
+        case .success(let event):
+            let recordSeconds = timestamp >= 0 ? timestamp / 1000 : now / 1000
+            do {
+                let request = try APNsRequest(
+                    event: event, app: http2Apps[index]!, recordTimestamp: recordSeconds, defaultTTL: configuration.defaultTTLSeconds)
+                return .deliverHTTP2(
+                    HeldEvent(id: event.id, endpoint: index, token: event.token, timestamp: timestamp),
+                    HTTP2Delivery(ticket: DeliveryTicket(0), request: request))
+            } catch {
+                return .reject(DeliveryErrorEvent(
+                    failed: event, reason: .rejected, status: nil,
+                    detail: "push type mdm needs the app entry's topic (apps[].topic)", attempts: 0, source: source(), occurredAt: now))
+            }
         }
     }
 
@@ -313,8 +363,9 @@ public final class Pipeline: RecordSink {
 
     /// Admits a batch into the ledger under one lock; returns the deliveries by endpoint and produces the error
     /// events of the rejected records.
-    private func admit(_ batch: DecodedBatch) -> [[Delivery]] {
+    private func admit(_ batch: DecodedBatch) -> (binary: [[Delivery]], http2: [[HTTP2Delivery]]) {
         var byEndpoint = Array(repeating: [Delivery](), count: configuration.endpoints.count)
+        var byHTTP2Endpoint = Array(repeating: [HTTP2Delivery](), count: configuration.endpoints.count)
         var errors: [OutgoingMessage] = []
         var reasons: [DeliveryErrorReason] = []
         state.withLock { s in
@@ -327,6 +378,11 @@ public final class Pipeline: RecordSink {
                     restarted(admission, record.partition)
                     delivery.ticket = DeliveryTicket(admission.ticket)
                     byEndpoint[held.endpoint].append(delivery)
+                case .deliverHTTP2(let held, var delivery):
+                    let admission = s.ledger.admit(slot: slot!.1, offset: record.offset, group: held.endpoint + 1, entry: held)
+                    restarted(admission, record.partition)
+                    delivery.ticket = DeliveryTicket(admission.ticket)
+                    byHTTP2Endpoint[held.endpoint].append(delivery)
                 case .reject(let event):
                     let admission = s.ledger.admit(
                         slot: slot!.1, offset: record.offset, group: InFlightLedger<HeldEvent>.noGroup, entry: nil,
@@ -339,9 +395,9 @@ public final class Pipeline: RecordSink {
             }
         }
         producer.produce(errors)
-        let submitted = byEndpoint.reduce(0) { $0 + $1.count }
+        let submitted = byEndpoint.reduce(0) { $0 + $1.count } + byHTTP2Endpoint.reduce(0) { $0 + $1.count }
         record(consumed: batch.records.count, submitted: submitted, errors: reasons)
-        return byEndpoint
+        return (byEndpoint, byHTTP2Endpoint)
     }
 
     private func restarted(_ admission: InFlightLedger<HeldEvent>.Admission, _ partition: TopicPartition) {
@@ -363,7 +419,8 @@ public final class Pipeline: RecordSink {
         state.withLock { s in
             for outcome in outcomes {
                 let ticket = LedgerTicket(outcome.ticket)
-                let outputs = outcome.result == .accepted ? reportOutputs : 1
+                // A 410 gives a feedback event too (when the feedback topic is set).
+                let outputs = outcome.result == .accepted ? reportOutputs : (outcome.unregisteredAt != nil && feedbackTopic != nil ? 2 : 1)
                 guard let (entry, offset) = s.ledger.resolve(ticket, outputs: outputs), let entry else { continue }
                 // The record's source only for the events that name it (not for an accepted one without a report).
                 let source = outputs == 0 ? nil : s.ledger.topicPartition(slot: ticket.slot).source(offset: offset)
@@ -403,9 +460,16 @@ public final class Pipeline: RecordSink {
                 let hex = entry.token.hex
                 let event = DeliveryErrorEvent(
                     eventID: entry.id, app: endpoint.app, environment: endpoint.environment.rawValue, token: hex,
-                    reason: reason, status: status.map { UInt16($0.code) }, detail: detail, attempts: outcome.attempts, source: source,
-                    occurredAt: now, messageKey: hex)
+                    reason: reason, status: outcome.httpStatus ?? status.map { UInt16($0.code) }, detail: detail,
+                    attempts: outcome.attempts, source: source, occurredAt: now, messageKey: hex)
                 messages.append(OutgoingMessage(topic: errorTopic, key: Array(hex.utf8), value: event.json(), ticket: ticket))
+                if let unregisteredAt = outcome.unregisteredAt, let feedbackTopic {
+                    // SPEC section 9: the response's timestamp (milliseconds) converted to the feedback event's seconds.
+                    let feedback = FeedbackEvent(
+                        app: endpoint.app, environment: endpoint.environment, token: entry.token,
+                        timestamp: UInt32(clamping: unregisteredAt / 1000), receivedAt: now)
+                    messages.append(OutgoingMessage(topic: feedbackTopic, key: Array(hex.utf8), value: feedback.json(), ticket: ticket))
+                }
                 reasons.append(reason)
             }
         }

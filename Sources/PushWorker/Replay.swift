@@ -70,7 +70,7 @@ public enum Replay {
             brokers: configuration.kafka.brokers, common: configuration.kafka.properties,
             consumer: configuration.kafka.consumerProperties, producer: configuration.kafka.producerProperties)
         // Every certificate and key loads before anything touches Kafka; a failure names its key.
-        let endpoints = try configuration.deliveryEndpoints()
+        let endpoints = try configuration.loadCredentials().map(\.endpoint)
         let producer = try KafkaProducer(properties: properties.producerProperties, logger: logger)
         var total = PipelineCounts()
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -87,6 +87,7 @@ public enum Replay {
                 var pipelineConfiguration = PipelineConfiguration(
                     deliveryErrorTopic: configuration.kafka.deliveryErrorTopic,
                     deliveryReportTopic: configuration.kafka.deliveryReportTopic, endpoints: endpoints)
+        pipelineConfiguration.feedbackTopic = configuration.kafka.feedbackTopic
                 pipelineConfiguration.defaultTTLSeconds = Int64(configuration.delivery.defaultTTLSeconds)
                 let pipeline = try Pipeline(
                     configuration: pipelineConfiguration, producer: producer, delivery: configuration.deliveryConfiguration, logger: logger,

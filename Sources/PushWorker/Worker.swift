@@ -41,11 +41,12 @@ public final class Worker: Sendable {
             brokers: configuration.kafka.brokers, common: configuration.kafka.properties,
             consumer: configuration.kafka.consumerProperties, producer: configuration.kafka.producerProperties)
         // Every certificate and key loads before anything touches Kafka; a failure names its key.
-        let endpoints = try configuration.deliveryEndpoints()
+        let endpoints = try configuration.loadCredentials().map(\.endpoint)
         producer = try KafkaProducer(properties: properties.producerProperties, logger: logger)
         var pipelineConfiguration = PipelineConfiguration(
             deliveryErrorTopic: configuration.kafka.deliveryErrorTopic,
             deliveryReportTopic: configuration.kafka.deliveryReportTopic, endpoints: endpoints)
+        pipelineConfiguration.feedbackTopic = configuration.kafka.feedbackTopic
         pipelineConfiguration.defaultTTLSeconds = Int64(configuration.delivery.defaultTTLSeconds)
         pipeline = try Pipeline(
             configuration: pipelineConfiguration, producer: producer, delivery: configuration.deliveryConfiguration,

@@ -134,14 +134,4 @@ import Testing
             }
         }
     }
-
-    @Test func runRefusesAnHTTP2AppNamingItsTransport() throws {
-        let c = try tokenConfiguration(signingKey: "AuthKey_KEY1234567.p8")
-        do {
-            _ = try c.deliveryEndpoints()
-            Issue.record("an http2 app was accepted for delivery")
-        } catch {
-            #expect(error.key == "apps[0].transport")
-        }
-    }
 }
