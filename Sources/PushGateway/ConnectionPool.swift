@@ -40,6 +40,9 @@ public struct PoolStatus: Sendable {
     /// Why the last connection ended, if one did.
     public var lastEnd: String?
     public var events: [PoolEvent]
+    /// HTTP/2: the provider API refused the app's credentials on a request (403 InvalidProviderToken, BadCertificate,
+    /// …); cleared by the next success.
+    public var refusedByAPI: String? = nil
 }
 
 /// The connections to one gateway for one (app, environment): N long-lived connections pulling from one queue in

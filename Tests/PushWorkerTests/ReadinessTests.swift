@@ -14,6 +14,14 @@ import Testing
             events: [])
     }
 
+    @Test func notReadyWhileTheProviderAPIRefusesAnHTTP2AppsCredentials() {
+        var refused = status(ready: 2, ever: true)
+        refused.refusedByAPI = "InvalidProviderToken"
+        let r = Readiness.evaluate(assignedPartitions: 3, apps: [app: status(ready: 1, ever: true), other: refused])
+        #expect(!r.ready)
+        #expect(r.detail == "com.example.other/production: the provider API refuses the credentials: InvalidProviderToken")
+    }
+
     @Test func notReadyWithoutPartitions() {
         let r = Readiness.evaluate(assignedPartitions: 0, apps: [app: status(ready: 2, ever: true)])
         #expect(!r.ready)

@@ -9,8 +9,9 @@ import PushCore
 public enum HTTP2ConnectionEvent: Sendable {
     /// Streams are available (the server's SETTINGS arrived, or streams finished): the owner may submit this many.
     case capacity(Int)
-    /// A response arrived: final or not, the owner decides (``APNsOutcome``).
-    case answered(HTTP2Delivery, APNsResponse)
+    /// A response arrived, `latency` nanoseconds after its stream opened: final or not, the owner decides
+    /// (``APNsOutcome``).
+    case answered(HTTP2Delivery, APNsResponse, latency: Int64)
     /// Not processed by the server (above a GOAWAY's last stream id, or refused with REFUSED_STREAM): to be sent
     /// again on another connection, uncounted.
     case unprocessed([HTTP2Delivery])
@@ -124,6 +125,7 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
                 continue
             }
             delivery.sends += 1
+            delivery.authorization = token
             let id = book.start(delivery, now: Int64(now))
             let stream = HTTP2StreamID(Int(id))
             var headers = HPACKHeaders()
@@ -201,8 +203,9 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
             streamsFinished()
             return
         }
-        guard let delivery = book.finish(id, success: response.status == 200) else { return }
-        onEvent(.answered(delivery, APNsResponse(status: response.status, body: response.body)))
+        let now = Int64(NIODeadline.now().uptimeNanoseconds)
+        guard let (delivery, latency) = book.finish(id, success: response.status == 200, now: now) else { return }
+        onEvent(.answered(delivery, APNsResponse(status: response.status, body: response.body), latency: latency ?? 0))
         streamsFinished()
     }
 

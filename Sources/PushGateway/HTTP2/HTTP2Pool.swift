@@ -1,6 +1,7 @@
 import DequeModule
 import Foundation
 import Logging
+import Metrics
 import NIOCore
 import NIOSSL
 import PushCore
@@ -22,6 +23,7 @@ final class HTTP2Pool: Sendable {
     private let onOutcomes: @Sendable ([DeliveryOutcome]) -> Void
     private let state: Mutex<State>
     private let down = Atomic<Bool>(false)
+    private let metrics: HTTP2PoolMetrics
 
     private enum Slot {
         case idle
@@ -44,6 +46,8 @@ final class HTTP2Pool: Sendable {
         /// Deliveries waiting for a delayed resend (429, 5xx): they count as held.
         var delayed = 0
         var channels: [ObjectIdentifier: any Channel] = [:]
+        /// Responses by status and reason (their counters, made on first use).
+        var responseCounters: [String: Counter] = [:]
     }
 
     init(
@@ -60,6 +64,7 @@ final class HTTP2Pool: Sendable {
         policy = HTTP2ResponsePolicy(
             maxAttempts: configuration.maxAttempts, initialDelay: configuration.reconnectInitial, maximumDelay: configuration.reconnectMaximum)
         tls = try endpoint.tlsContext()
+        metrics = HTTP2PoolMetrics(app: "\(endpoint.key)", connections: endpoint.connections)
         if case .token(let teamID, let keyID, let path) = http2.authentication {
             let pem = try String(contentsOfFile: path, encoding: .utf8)
             tokens = ProviderTokenCache(
@@ -91,9 +96,9 @@ final class HTTP2Pool: Sendable {
             let ready = s.slots.filter { if case .ready = $0 { true } else { false } }.count
             return PoolStatus(
                 readyConnections: ready, pending: s.queue.count + s.delayed, connectionAttempts: s.attempts,
-                lastError: s.credentialsRefused ?? s.lastError, consecutiveFailures: s.backoff.consecutiveFailures,
+                lastError: s.lastError, consecutiveFailures: s.backoff.consecutiveFailures,
                 lateErrorResponses: 0, written: s.written, everConnected: s.everConnected,
-                credentialsRefused: s.credentialsRefused != nil, lastEnd: nil, events: [])
+                credentialsRefused: false, lastEnd: nil, events: [], refusedByAPI: s.credentialsRefused)
         }
     }
 
@@ -111,13 +116,17 @@ final class HTTP2Pool: Sendable {
                 if case .ready(let handler, let loop) = slot { (index, handler, loop) } else { nil }
             }
         }
-        for (_, handler, loop) in ready {
-            loop.execute { [self] in pump(handler.value) }
+        for (slot, handler, loop) in ready {
+            loop.execute { [self] in pump(handler.value, slot: slot) }
         }
     }
 
     /// On the connection's event loop: hands it as many queued deliveries as it has streams for.
-    private func pump(_ connection: HTTP2ClientConnection) {
+    private func pump(_ connection: HTTP2ClientConnection, slot: Int) {
+        defer {
+            metrics.streams[slot].record(connection.openStreams)
+            if let limit = connection.serverStreamLimit { metrics.streamLimit[slot].record(min(limit, Int(Int32.max))) }
+        }
         let available = connection.available
         guard available > 0 else { return }
         let batch: [HTTP2Delivery] = state.withLock { s in
@@ -164,12 +173,19 @@ final class HTTP2Pool: Sendable {
             requestTimeout: .nanoseconds(Int64(configuration.requestTimeout.components.seconds) * 1_000_000_000
                 + configuration.requestTimeout.components.attoseconds / 1_000_000_000))
         let tokens = self.tokens
+        let metrics = self.metrics
         let serverName = http2.host.first.map { $0.isNumber } == true ? nil : http2.host
         let timeout = configuration.connectTimeout
         HTTP2ClientConnection.connect(
             host: http2.host, port: http2.port, tls: tls, serverName: serverName, group: group,
             connectTimeout: .seconds(timeout.components.seconds), settings: settings,
-            authorization: { tokens.flatMap { try? $0.token(now: Int64(Date().timeIntervalSince1970)) } },
+            authorization: {
+                guard let tokens else { return nil }
+                let now = Int64(Date().timeIntervalSince1970)
+                let token = try? tokens.token(now: now)
+                metrics.tokenUsed(tokens, now: now)
+                return token
+            },
             onEvent: { [self] event in handle(event, slot: slot) }
         ).whenComplete { [self] result in
             switch result {
@@ -189,7 +205,7 @@ final class HTTP2Pool: Sendable {
                     return
                 }
                 // The server's SETTINGS may have come before the slot was ready: take what waits now.
-                pump(handler.value)
+                pump(handler.value, slot: slot)
                 // Closing removes the channel from the list.
                 channel.closeFuture.whenComplete { [self] _ in
                     _ = state.withLock { $0.channels.removeValue(forKey: ObjectIdentifier(channel)) }
@@ -214,10 +230,21 @@ final class HTTP2Pool: Sendable {
             let handler: NIOLoopBound<HTTP2ClientConnection>? = state.withLock { s in
                 if case .ready(let handler, _) = s.slots[slot] { handler } else { nil }
             }
-            if let handler { pump(handler.value) }
-        case .answered(var delivery, let response):
+            if let handler { pump(handler.value, slot: slot) }
+        case .answered(var delivery, let response, let latency):
+            metrics.latency.recordNanoseconds(latency)
+            let key = "\(response.status) \(response.reason ?? "")"
+            let counter = state.withLock { s in
+                if let c = s.responseCounters[key] { return c }
+                let c = Counter(label: "pushworker_http2_responses_total", dimensions: [
+                    ("app", "\(endpoint.key)"), ("status", String(response.status)), ("reason", response.reason ?? ""),
+                ])
+                s.responseCounters[key] = c
+                return c
+            }
+            counter.increment()
             let (decision, effects) = policy.decide(response, for: &delivery, now: now, nowMilliseconds: now * 1000)
-            if effects.renewToken, let tokens, let rejected = try? tokens.token(now: now) {
+            if effects.renewToken, let tokens, let rejected = delivery.authorization {
                 _ = try? tokens.renew(rejected: rejected, now: now)
             }
             if effects.retireConnection { retire(slot: slot) }
@@ -241,6 +268,7 @@ final class HTTP2Pool: Sendable {
             state.withLock { s in if case .ready = s.slots[slot] { s.slots[slot] = .draining } }
             pumpAll()
         case .closed:
+            metrics.streams[slot].record(0)
             let (reconnect, delay): (Bool, Duration) = state.withLock { s in
                 s.slots[slot] = .idle
                 guard !s.stopped else { return (false, .zero) }
@@ -311,5 +339,39 @@ final class HTTP2Pool: Sendable {
             try? await channel.close()
         }
         return queued + open
+    }
+}
+
+/// The HTTP/2 pool's metrics (README "Operations"): responses by status and reason are made as they come.
+final class HTTP2PoolMetrics: Sendable {
+    /// Streams open per connection slot.
+    let streams: [Gauge]
+    /// The server's SETTINGS_MAX_CONCURRENT_STREAMS per connection slot.
+    let streamLimit: [Gauge]
+    /// Seconds since the provider token in use was issued.
+    let tokenAge: Gauge
+    let tokenRenewals: Counter
+    private let renewalsCounted = Atomic<Int>(0)
+    /// From a stream's opening to its response.
+    let latency: Timer
+
+    /// A token was taken for a batch of requests: its age, and the renewals since the last look.
+    func tokenUsed(_ tokens: ProviderTokenCache, now: Int64) {
+        if let age = tokens.age(now: now) { tokenAge.record(age) }
+        let renewals = tokens.renewalCount
+        let counted = renewalsCounted.exchange(renewals, ordering: .relaxed)
+        if renewals > counted { tokenRenewals.increment(by: Int64(renewals - counted)) }
+    }
+
+    init(app: String, connections: Int) {
+        streams = (0..<connections).map {
+            Gauge(label: "pushworker_http2_streams_open", dimensions: [("app", app), ("connection", String($0))])
+        }
+        streamLimit = (0..<connections).map {
+            Gauge(label: "pushworker_http2_server_stream_limit", dimensions: [("app", app), ("connection", String($0))])
+        }
+        tokenAge = Gauge(label: "pushworker_provider_token_age_seconds", dimensions: [("app", app)])
+        tokenRenewals = Counter(label: "pushworker_provider_token_renewals_total", dimensions: [("app", app)])
+        latency = Timer(label: "pushworker_http2_response_latency_seconds", dimensions: [("app", app)])
     }
 }

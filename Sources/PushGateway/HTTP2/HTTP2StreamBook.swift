@@ -34,7 +34,8 @@ public struct HTTP2StreamBook<Request> {
     /// How long a response may take, in the clock's units (nanoseconds of an uptime clock in the handler).
     public let timeout: Int64
 
-    private var open: [UInt32: Request] = [:]
+    /// Open streams: the request and when the stream started (the clock's units; response latency).
+    private var open: [UInt32: (request: Request, started: Int64)] = [:]
     /// (stream, deadline) in the order the streams opened; entries of finished streams are skipped when reached.
     private var deadlines: [(stream: UInt32, deadline: Int64)] = []
     private var deadlinesHead = 0
@@ -90,7 +91,7 @@ public struct HTTP2StreamBook<Request> {
     public mutating func start(_ request: Request, now: Int64) -> UInt32 {
         precondition(available > 0, "no stream available")
         let id = nextStreamID
-        open[id] = request
+        open[id] = (request, now)
         deadlines.append((id, now &+ timeout))
         if id >= Self.lastStreamID {
             phase = .draining
@@ -102,10 +103,19 @@ public struct HTTP2StreamBook<Request> {
 
     /// A stream's response arrived (`success`: a 200): returns its request, or nil for a stream not open here.
     public mutating func finish(_ stream: UInt32, success: Bool) -> Request? {
-        guard let request = open.removeValue(forKey: stream) else { return nil }
+        finish(stream, success: success, now: nil)?.request
+    }
+
+    /// As ``finish(_:success:)``, with how long the stream was open at `now` (nil when `now` is).
+    public mutating func finish(_ stream: UInt32, success: Bool, now: Int64?) -> (request: Request, elapsed: Int64?)? {
+        guard let entry = open.removeValue(forKey: stream) else { return nil }
+        defer { compactDeadlines() }
         if success { succeeded = true }
-        compactDeadlines()
-        return request
+        return (entry.request, now.map { $0 - entry.started })
+    }
+
+    private mutating func removeOpen(_ stream: UInt32) -> Request? {
+        open.removeValue(forKey: stream)?.request
     }
 
     /// The server reset a stream (RST_STREAM): its request, to be sent again (uncounted when the code was
@@ -119,7 +129,7 @@ public struct HTTP2StreamBook<Request> {
     public mutating func goAway(lastStreamID: UInt32) -> [Request] {
         if phase == .active { phase = .draining }
         let unprocessed = open.keys.filter { $0 > lastStreamID }.sorted()
-        return unprocessed.map { open.removeValue(forKey: $0)! }
+        return unprocessed.map { removeOpen($0)! }
     }
 
     /// The connection is to take no new streams (503 Shutdown, a renewal): the open ones finish.
@@ -134,7 +144,7 @@ public struct HTTP2StreamBook<Request> {
         while deadlinesHead < deadlines.count, deadlines[deadlinesHead].deadline <= now {
             let stream = deadlines[deadlinesHead].stream
             deadlinesHead += 1
-            if let request = open.removeValue(forKey: stream) { expired.append((stream, request)) }
+            if let request = removeOpen(stream) { expired.append((stream, request)) }
         }
         compactDeadlines()
         return expired
@@ -143,7 +153,7 @@ public struct HTTP2StreamBook<Request> {
     /// The connection ended: the requests still open, in stream order (they may or may not have reached the server).
     public mutating func closed() -> [Request] {
         phase = .closed
-        let lost = open.keys.sorted().map { open[$0]! }
+        let lost = open.keys.sorted().map { open[$0]!.request }
         open = [:]
         deadlines = []
         deadlinesHead = 0
