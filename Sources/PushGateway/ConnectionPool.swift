@@ -273,20 +273,12 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
 
     private func open(slot: Int) {
         let host = endpoint.gatewayHost
-        let serverName = (try? SocketAddress(ipAddress: host, port: 0)) == nil ? host : nil
-        let tls = self.tls
-        ClientBootstrap(group: group)
-            .connectTimeout(.nanoseconds(configuration.connectTimeout.nanoseconds))
-            .channelOption(.socketOption(.so_keepalive), value: 1)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName))
-                    try sync.addHandler(ByteToMessageHandler(ErrorResponseDecoder()))
-                    try sync.addHandler(GatewayConnectionHandler(owner: self, slot: slot))
-                }
-            }
+        ClientBootstrap.gateway(
+            group: group, connectTimeout: .nanoseconds(configuration.connectTimeout.nanoseconds), tls: tls, host: host
+        ) { sync in
+            try sync.addHandler(ByteToMessageHandler(ErrorResponseDecoder()))
+            try sync.addHandler(GatewayConnectionHandler(owner: self, slot: slot))
+        }
             .connect(host: host, port: endpoint.gatewayPort)
             .whenFailure { error in
                 self.connectionEnded(
@@ -332,5 +324,27 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
                 lastEnd: m.lastEnd.map { "\($0)" },
                 events: m.log.map { PoolEvent(slot: $0.slot, kind: $0.kind, at: $0.at) })
         }
+    }
+}
+
+extension ClientBootstrap {
+    /// A gateway connection's bootstrap (both transports): the connect timeout, TCP keepalive, no Nagle, TLS first
+    /// in the pipeline (the host as server name unless it is an IP address), then what `handlers` adds.
+    static func gateway(
+        group: any EventLoopGroup, connectTimeout: TimeAmount, tls: NIOSSLContext, host: String,
+        handlers: @escaping @Sendable (ChannelPipeline.SynchronousOperations) throws -> Void
+    ) -> ClientBootstrap {
+        let serverName = (try? SocketAddress(ipAddress: host, port: 0)) == nil ? host : nil
+        return ClientBootstrap(group: group)
+            .connectTimeout(connectTimeout)
+            .channelOption(.socketOption(.so_keepalive), value: 1)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName))
+                    try handlers(sync)
+                }
+            }
     }
 }

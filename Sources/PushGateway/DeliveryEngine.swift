@@ -74,12 +74,17 @@ public final class DeliveryEngine: Sendable {
     /// Hands HTTP/2 deliveries to the pool for `app`, waiting while the engine holds `maxInFlight` of them.
     public func submit(_ deliveries: [HTTP2Delivery], to app: AppKey) async throws {
         guard let pool = http2Pools[app] else { preconditionFailure("no http2 pool for \(app)") }
+        try await inChunks(deliveries) { pool.submit($0) }
+    }
+
+    /// Hands `deliveries` over a quarter of the capacity at a time, each chunk once the gate admits it.
+    private func inChunks<D>(_ deliveries: [D], _ submit: (ArraySlice<D>) -> Void) async throws {
         var rest = deliveries[...]
         while !rest.isEmpty {
             let chunk = rest.prefix(max(1, min(rest.count, gate.capacity / 4)))
             try await gate.acquire(chunk.count)
             inFlight.record(gate.held)
-            pool.submit(chunk)
+            submit(chunk)
             rest = rest.dropFirst(chunk.count)
         }
     }
@@ -102,14 +107,7 @@ public final class DeliveryEngine: Sendable {
     /// The app must be one the engine was made with.
     public func submit(_ deliveries: [Delivery], to app: AppKey) async throws {
         guard let pool = pools[app] else { preconditionFailure("no pool for \(app)") }
-        var rest = deliveries[...]
-        while !rest.isEmpty {
-            let chunk = rest.prefix(max(1, min(rest.count, gate.capacity / 4)))
-            try await gate.acquire(chunk.count)
-            inFlight.record(gate.held)
-            pool.submit(chunk)
-            rest = rest.dropFirst(chunk.count)
-        }
+        try await inChunks(deliveries) { pool.submit($0) }
     }
 
     /// Waits until every submitted delivery has its outcome, or until `timeout` has passed. Returns whether

@@ -110,7 +110,7 @@ import Testing
         let driver = Driver(deliveries(count))
         let settings = HTTP2ClientConnection.Settings(maxConcurrentStreams: cap, oneStreamUntilSuccess: token, requestTimeout: timeout)
         let (channel, handler) = try await HTTP2ClientConnection.connect(
-            host: "127.0.0.1", port: port, tls: try endpoint.tlsContext(), serverName: "localhost",
+            host: "127.0.0.1", port: port, tls: try endpoint.tlsContext(),
             group: MultiThreadedEventLoopGroup.singleton, connectTimeout: .seconds(5), settings: settings,
             authorization: { token ? try? tokens.token(now: Int64(Date().timeIntervalSince1970)) : nil },
             onEvent: { driver.event($0) }

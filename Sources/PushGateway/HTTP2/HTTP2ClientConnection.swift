@@ -307,28 +307,20 @@ extension HTTP2ClientConnection {
     /// Opens a connection to `host:port`: TCP, TLS (the endpoint's context, ALPN `h2`), HTTP/2 in client mode and
     /// the connection handler. The handler is bound to the channel's event loop: call it there.
     public static func connect(
-        host: String, port: Int, tls: NIOSSLContext, serverName: String?, group: any EventLoopGroup,
+        host: String, port: Int, tls: NIOSSLContext, group: any EventLoopGroup,
         connectTimeout: TimeAmount, settings: Settings, authorization: @escaping @Sendable () -> String?,
         onEvent: @escaping @Sendable (HTTP2ConnectionEvent) -> Void
     ) -> EventLoopFuture<(any Channel, NIOLoopBound<HTTP2ClientConnection>)> {
-        ClientBootstrap(group: group)
-            .connectTimeout(connectTimeout)
-            .channelOption(.socketOption(.so_keepalive), value: 1)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName))
-                    var configuration = NIOHTTP2Handler.ConnectionConfiguration()
-                    configuration.initialSettings = [
-                        HTTP2Setting(parameter: .enablePush, value: 0),
-                        HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
-                        HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-                    ]
-                    try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: configuration))
-                    try sync.addHandler(HTTP2ClientConnection(settings: settings, authorization: authorization, onEvent: onEvent))
-                }
-            }
+        ClientBootstrap.gateway(group: group, connectTimeout: connectTimeout, tls: tls, host: host) { sync in
+            var configuration = NIOHTTP2Handler.ConnectionConfiguration()
+            configuration.initialSettings = [
+                HTTP2Setting(parameter: .enablePush, value: 0),
+                HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
+                HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+            ]
+            try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: configuration))
+            try sync.addHandler(HTTP2ClientConnection(settings: settings, authorization: authorization, onEvent: onEvent))
+        }
             .connect(host: host, port: port)
             .flatMapThrowing { channel in
                 let handler = try channel.pipeline.syncOperations.handler(type: HTTP2ClientConnection.self)

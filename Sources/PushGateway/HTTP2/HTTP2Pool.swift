@@ -174,10 +174,9 @@ final class HTTP2Pool: Sendable {
                 + configuration.requestTimeout.components.attoseconds / 1_000_000_000))
         let tokens = self.tokens
         let metrics = self.metrics
-        let serverName = http2.host.first.map { $0.isNumber } == true ? nil : http2.host
         let timeout = configuration.connectTimeout
         HTTP2ClientConnection.connect(
-            host: http2.host, port: http2.port, tls: tls, serverName: serverName, group: group,
+            host: http2.host, port: http2.port, tls: tls, group: group,
             connectTimeout: .seconds(timeout.components.seconds), settings: settings,
             authorization: {
                 guard let tokens else { return nil }
