@@ -10,6 +10,12 @@ import Synchronization
 /// gateway simulator in-process — with a sample stream of events, live progress, and a readable summary.
 public enum Demo {
     static let app = "com.example.app"
+    /// The app delivered over the HTTP/2 API (token authentication).
+    static let http2App = "com.example.news"
+    static func http2Token(_ i: Int) -> String { String(format: "%064x", 0xB0B0B000 + i) }
+    /// The token the API answers 410 Unregistered for, and the time it gives.
+    static let unregisteredToken = http2Token(99)
+    static let unregisteredAt: Int64 = 1_795_100_000_000
     static let inputTopic = "notifications"
     static let errorTopic = "notification-errors"
     static let feedbackTopic = "notification-feedback"
@@ -29,6 +35,13 @@ public enum Demo {
         events.insert(("expired", #"{"id":"too-late-1","app":"\#(app)","token":"\#(token(999))","payload":{"aps":{"alert":"Sale ends now"}},"expiration":\#(now - 3600)}"#), at: 60)
         events.insert(("payload too large", #"{"id":"huge-1","app":"\#(app)","token":"\#(token(998))","payload":{"aps":{"alert":"\#(String(repeating: "A", count: 2100))"}}}"#), at: 70)
         events.insert(("unknown app", #"{"id":"stranger-1","app":"com.example.unknown","token":"\#(token(997))","payload":{"aps":{"alert":"hi"}}}"#), at: 80)
+        // The HTTP/2 app: its own limits (a 3000-byte payload, priority 1) and a token Apple says is gone.
+        for i in 1...40 {
+            events.append(("http2", #"{"id":"news-\#(i)","app":"\#(http2App)","token":"\#(http2Token(i))","payload":{"aps":{"alert":"Headline \#(i)"}}}"#))
+        }
+        events.append(("http2", #"{"id":"news-long","app":"\#(http2App)","token":"\#(http2Token(41))","payload":{"aps":{"alert":"\#(String(repeating: "B", count: 3000))"}}}"#))
+        events.append(("http2", #"{"id":"news-quiet","app":"\#(http2App)","token":"\#(http2Token(42))","priority":1,"payload":{"aps":{"alert":"Whenever"}}}"#))
+        events.append(("http2 unregistered", #"{"id":"news-gone","app":"\#(http2App)","token":"\#(unregisteredToken)","payload":{"aps":{"alert":"Still there?"}}}"#))
         events.append(("a long alert to shorten", #"{"id":"long-1","app":"\#(app)","token":"\#(token(996))","truncate_alert":true,"payload":{"aps":{"alert":"\#(String(repeating: "Long story… ", count: 250))"}}}"#))
         return events
     }
@@ -37,7 +50,7 @@ public enum Demo {
         let started = ContinuousClock.now
         var quiet = Logger(label: "pushworker.demo")
         quiet.logLevel = .error
-        say("pushworker demo: Kafka = librdkafka's in-process mock cluster, gateway = pushworker's simulator (TLS, client certificates from \(pki))")
+        say("pushworker demo: Kafka = librdkafka's in-process mock cluster, gateway = pushworker's simulator (TLS, client certificates and a provider-token key from \(pki)); \(app) over the binary interface, \(http2App) over the HTTP/2 API")
 
         // Kafka
         let cluster = try KafkaMockCluster()
@@ -52,6 +65,11 @@ public enum Demo {
         simulatorConfiguration.recordInMemory = true
         simulatorConfiguration.shutdownEvery = 50
         simulatorConfiguration.invalidTokens = [Array(repeating: 0xDE, count: 32)]
+        simulatorConfiguration.apiPort = 0
+        simulatorConfiguration.tokenKeyPath = "\(pki)/token-key.pub.pem"
+        simulatorConfiguration.teamID = ThrowawayPKI.teamID
+        simulatorConfiguration.keyID = ThrowawayPKI.keyID
+        simulatorConfiguration.unregistered = [try DeviceToken(hex: unregisteredToken).bytes: unregisteredAt]
         simulatorConfiguration.feedback = [FeedbackEntry(
             tuple: FeedbackTuple(timestamp: 1_795_000_000, token: try DeviceToken(hex: String(repeating: "fe", count: 32))), app: app)]
         let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: quiet)
@@ -62,14 +80,22 @@ public enum Demo {
             app: app, environment: .production, gatewayHost: "127.0.0.1", gatewayPort: addresses.gatewayPort,
             feedbackHost: "127.0.0.1", feedbackPort: addresses.feedbackPort, connections: 2, format: .frame,
             certificatePath: "\(pki)/app.pem", privateKeyPath: "\(pki)/app-key.pem", caPath: "\(pki)/ca.pem")
+        let http2Endpoint = AppEndpoint(
+            app: http2App, environment: .production, gatewayHost: "", gatewayPort: 0, feedbackHost: "", feedbackPort: 0,
+            connections: 2, format: .frame, certificatePath: nil, privateKeyPath: nil, caPath: "\(pki)/ca.pem",
+            http2: HTTP2Endpoint(
+                host: "127.0.0.1", port: addresses.apiPort ?? 0,
+                authentication: .token(teamID: ThrowawayPKI.teamID, keyID: ThrowawayPKI.keyID, signingKeyPath: "\(pki)/AuthKey_\(ThrowawayPKI.keyID).p8")))
         var delivery = DeliveryConfiguration()
         delivery.acceptanceWindow = .milliseconds(300)
         delivery.reconnectInitial = .milliseconds(20)
         delivery.reconnectMaximum = .milliseconds(200)
 
         let producer = try KafkaProducer(properties: ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"], logger: quiet)
+        var pipelineConfiguration = PipelineConfiguration(deliveryErrorTopic: errorTopic, endpoints: [endpoint, http2Endpoint])
+        pipelineConfiguration.feedbackTopic = feedbackTopic
         let pipeline = try Pipeline(
-            configuration: PipelineConfiguration(deliveryErrorTopic: errorTopic, endpoints: [endpoint]),
+            configuration: pipelineConfiguration,
             producer: producer, delivery: delivery, logger: quiet,
             wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
         let consumer = try KafkaConsumer(
@@ -87,8 +113,11 @@ public enum Demo {
             for (index, (_, json)) in samples.enumerated() {
                 producer.produce(topic: inputTopic, key: Array("sample-\(index)".utf8), value: Array(json.utf8)) {}
             }
-            say("produced \(samples.count) events to '\(inputTopic)' (3 partitions): \(samples.count - 6) valid (one with a long alert to shorten) and one each of: " +
-                samples.map(\.0).filter { $0 != "valid" && $0 != "a long alert to shorten" }.joined(separator: ", "))
+            let binarySamples = samples.filter { !$0.0.hasPrefix("http2") }
+            let http2Samples = samples.count - binarySamples.count
+            say("produced \(samples.count) events to '\(inputTopic)' (3 partitions): for \(app), \(binarySamples.count - 6) valid (one with a long alert to shorten) and one each of: " +
+                binarySamples.map(\.0).filter { $0 != "valid" && $0 != "a long alert to shorten" }.joined(separator: ", ") +
+                "; for \(http2App), \(http2Samples - 1) valid (one with a 3000-byte payload, one with priority 1) and one to a token Apple says is gone (410)")
 
             // Live progress until every record is settled (outcome known, output events acknowledged).
             var lastLine = ""
@@ -128,6 +157,7 @@ public enum Demo {
             // Summary
             let counts = pipeline.snapshot
             let recorded = simulator.recorded
+            let requests = simulator.recordedRequests
             let summary = simulator.summary
             await simulator.stop()
             say("")
@@ -138,12 +168,16 @@ public enum Demo {
             if let long = recorded.first(where: { $0.payload.count > 1800 }) {
                 say("  the long alert went out shortened to \(long.payload.count) bytes, ending \"…\(String(decoding: long.payload.suffix(12), as: UTF8.self))\"")
             }
+            say("== what reached the HTTP/2 API")
+            say("  \(requests.count) requests accepted on \(Set(requests.map(\.connection)).count) connections (token authentication), " +
+                "the largest body \(requests.map(\.body.count).max() ?? 0) bytes; 410 Unregistered: \(summary.apiAnswers["410 Unregistered"] ?? 0) " +
+                "→ a delivery error and a feedback event")
             say("== '\(errorTopic)': \(counts.errorsByReason.values.reduce(0, +)) events")
             for (reason, n) in counts.errorsByReason.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
                 say("  \(reason.rawValue): \(n)")
             }
             let errors = try await readTopic(cluster.bootstrapServers, errorTopic)
-            for e in errors.filter({ ["invalid_token", "malformed_event"].contains(reasonOf($0)) }) {
+            for e in errors.filter({ ["invalid_token", "malformed_event", "unregistered"].contains(reasonOf($0)) }) {
                 say("  e.g. " + String(decoding: e.value, as: UTF8.self))
             }
             let feedbackEvents = try await readTopic(cluster.bootstrapServers, feedbackTopic)

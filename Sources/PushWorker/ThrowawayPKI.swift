@@ -4,11 +4,18 @@ import SwiftASN1
 import X509
 
 /// A throw-away test PKI made in process (no openssl needed): a CA, a server certificate for localhost and
-/// 127.0.0.1, and a client certificate for an app with Apple's subject form (`UID` = the bundle id). P-256 keys,
-/// valid from an hour ago for two days. For the demo and for trying the simulator: nothing here is secret.
+/// 127.0.0.1, a client certificate for an app with Apple's subject form (`UID` = the bundle id), and a provider-token
+/// signing key as Apple issues them (`AuthKey_KEY1234567.p8`, PKCS #8, for team TEAM123456) with its public half.
+/// P-256 keys, valid from an hour ago for two days. For the demo and for trying the simulator: nothing here is
+/// secret.
 public enum ThrowawayPKI {
     /// The files it writes into a folder.
-    public static let files = ["ca.pem", "server.pem", "server-key.pem", "app.pem", "app-key.pem"]
+    public static let files = [
+        "ca.pem", "server.pem", "server-key.pem", "app.pem", "app-key.pem", "AuthKey_KEY1234567.p8", "token-key.pub.pem",
+    ]
+    /// The team and key id of the signing key.
+    public static let teamID = "TEAM123456"
+    public static let keyID = "KEY1234567"
 
     /// Writes the files into `directory` (created if needed) for the app `app`.
     public static func make(in directory: String, app: String = "com.example.app", now: Date = Date()) throws {
@@ -67,6 +74,9 @@ public enum ThrowawayPKI {
         try write("server-key.pem", server.key.pemRepresentation + "\n", private: true)
         try write("app.pem", try client.certificate.serializeAsPEM().pemString + "\n")
         try write("app-key.pem", client.key.pemRepresentation + "\n", private: true)
+        let tokenKey = P256.Signing.PrivateKey()
+        try write("AuthKey_\(keyID).p8", tokenKey.pemRepresentation + "\n", private: true)
+        try write("token-key.pub.pem", tokenKey.publicKey.pemRepresentation + "\n")
     }
 }
 

@@ -14,17 +14,21 @@ import Testing
         #expect(output.contains("121 notifications recorded"), "\(output)")
         #expect(output.contains("each notification recorded exactly once"))
         #expect(!output.contains("status-10 shutdowns: 0"))
-        #expect(output.contains("'notification-errors': 6 events"))
-        for reason in ["expired", "invalid_token", "invalid_token_format", "malformed_event", "payload_too_large", "unknown_app"] {
+        // The HTTP/2 app: 42 accepted (the 3000-byte payload and priority 1 included), the gone token a delivery
+        // error and a feedback event.
+        #expect(output.contains("42 requests accepted on"))
+        #expect(output.contains("the largest body 3020 bytes; 410 Unregistered: 1"))
+        #expect(output.contains("'notification-errors': 7 events"))
+        for reason in ["expired", "invalid_token", "invalid_token_format", "malformed_event", "payload_too_large", "unknown_app", "unregistered"] {
             #expect(output.contains("  \(reason): 1"), "\(reason)")
         }
-        #expect(output.contains("'notification-feedback': 2 events"))
+        #expect(output.contains("'notification-feedback': 3 events"))
         #expect(output.contains("(0 left without an outcome)"))
-        // Every one of the 127 records is committed: the three partitions' offsets add up to it.
+        // Every one of the 170 records is committed: the three partitions' offsets add up to it.
         let committedLine = output.split(separator: "\n").first { $0.contains("offsets committed") }!
         let offsets = committedLine.split(separator: "]").dropFirst().compactMap { Int($0.split(separator: " ").first!.split(separator: ",").first!) }
             .filter { $0 >= 0 }
-        #expect(offsets.reduce(0, +) == 127, "\(committedLine)")
+        #expect(offsets.reduce(0, +) == 170, "\(committedLine)")
     }
 
     /// With no --pki the demo makes its own certificates: the same run, with nothing prepared beforehand.
@@ -38,6 +42,7 @@ import Testing
         try await Demo.run(pkiDirectory: directory) { line in lines.withLock { $0.append(line) } }
         let output = lines.withLock { $0.joined(separator: "\n") }
         #expect(output.contains("121 notifications recorded"), "\(output)")
+        #expect(output.contains("42 requests accepted on"))
         #expect(output.contains("(0 left without an outcome)"))
     }
 }
