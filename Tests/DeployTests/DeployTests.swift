@@ -120,7 +120,8 @@ import Yams
         let apps = try #require(parsed["apps"] as? [[String: Any]])
         let secretKeys = Set((secret["stringData"] as? [String: Any] ?? secret["data"] as? [String: Any] ?? [:]).keys)
         for app in apps {
-            for key in ["certificate", "private_key"] {
+            // Every credential file (certificate and key, or a token app's .p8 key) comes from the Secret.
+            for key in app["auth"] as? String == "token" ? ["signing_key"] : ["certificate", "private_key"] {
                 let file = try #require(app[key] as? String)
                 let certVolume = try #require(volume(mountedAt: file), "\(file) is on no mounted volume")
                 #expect(certVolume[path: "secret", "secretName"] as? String == secret[path: "metadata", "name"] as? String)
@@ -156,7 +157,7 @@ import Yams
         let certificates = FileManager.default.temporaryDirectory.appendingPathComponent("deploy-certs-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: certificates, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: certificates) }
-        for name in ["app.pem", "app-key.pem"] {
+        for name in ["app.pem", "app-key.pem", "AuthKey_KEY1234567.p8"] {
             try FileManager.default.copyItem(atPath: TestPKI.path(name), toPath: "\(certificates)/\(name)")
         }
         #expect(config.contains("/etc/pushworker/certs/"))
@@ -197,6 +198,12 @@ import Yams
         for topic in topics { #expect(topicsScript.contains("\(topic):"), "the stack does not create \(topic)") }
         let app = try #require((parsed["apps"] as? [[String: Any]])?.first)
         #expect((app["gateway"] as? String)?.hasPrefix("simulator:") == true)
+        // The HTTP/2 app goes to the port the simulator serves the API on, with the key the simulator verifies.
+        let http2 = try #require((parsed["apps"] as? [[String: Any]])?.first { $0["transport"] as? String == "http2" })
+        let simulatorArguments = try #require(simulator["command"] as? [String])
+        let apiPort = try #require(simulatorArguments.first { $0.hasPrefix("--api-port=") }?.split(separator: "=").last)
+        #expect(http2["api"] as? String == "simulator:\(apiPort)")
+        #expect(simulatorArguments.contains("--token-key=/pki/token-key.pub.pem"))
 
         // With the PKI scripts/gen-pki makes (the stack's `pki` service runs the same script), it passes the check.
         let local = config.replacingOccurrences(of: "/pki/", with: "\(TestPKI.directory)/")
