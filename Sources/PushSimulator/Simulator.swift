@@ -103,9 +103,12 @@ public final class GatewaySimulator: Service, Sendable {
                     throw SimulatorInputError("cannot read --token-key \(path): \(error)")
                 }
                 verifier = try ProviderTokenVerifier(teamID: team, keyID: key, pem: pem)
+                verifier?.maximumAge = configuration.tokenLifetimeSeconds
             }
-            apiCheck = APIRequestCheck(
+            var check = APIRequestCheck(
                 verifier: verifier, invalidTokens: configuration.invalidTokens, unregistered: configuration.unregistered)
+            check.minimumRenewalInterval = configuration.tokenLifetimeSeconds / 3
+            apiCheck = check
         } else {
             apiCheck = nil
         }

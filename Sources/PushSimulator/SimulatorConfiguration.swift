@@ -43,6 +43,10 @@ public struct SimulatorConfiguration: Sendable {
     public var tokenKeyPath: String?
     public var teamID: String?
     public var keyID: String?
+    /// Provider tokens older than this are refused (403 ExpiredProviderToken), and a connection's token may be
+    /// replaced only after a third of it (429 TooManyProviderTokenUpdates): Apple's hour and 20 minutes by default,
+    /// seconds to exercise a worker's renewals.
+    public var tokenLifetimeSeconds: Int64 = 3600
     /// Tokens answered 410 Unregistered, with the timestamp (milliseconds) the answer carries.
     public var unregistered: [[UInt8]: Int64] = [:]
     /// After this many answered requests, a connection sends GOAWAY naming the last and closes.

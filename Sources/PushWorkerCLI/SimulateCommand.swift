@@ -59,6 +59,10 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(name: .customLong("rate-429"), help: "API: answer this share of requests 429 TooManyRequests (0...1).") var rate429 = 0.0
     @Option(name: .customLong("rate-503"), help: "API: answer this share of requests 503 ServiceUnavailable (0...1).") var rate503 = 0.0
     @Option(name: .customLong("response-delay-ms"), help: "API: answer each request N ms late.") var responseDelayMs = 0
+    @Option(
+        name: .customLong("token-lifetime-s"),
+        help: "API: refuse provider tokens older than N seconds (403 ExpiredProviderToken) and a connection's new token within N/3 (429 TooManyProviderTokenUpdates); Apple's 3600 by default, less to exercise renewals.")
+    var tokenLifetimeS: Int64 = 3600
     @Option(help: "API: the SETTINGS_MAX_CONCURRENT_STREAMS of a connection.") var maxConcurrentStreams = 1000
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "notice"
 
@@ -70,6 +74,7 @@ struct SimulateCommand: AsyncParsableCommand {
         guard (0...1).contains(rate429) else { throw ValidationError("--rate-429 must be between 0 and 1") }
         guard (0...1).contains(rate503) else { throw ValidationError("--rate-503 must be between 0 and 1") }
         guard responseDelayMs >= 0 else { throw ValidationError("--response-delay-ms must not be negative") }
+        guard tokenLifetimeS >= 3 else { throw ValidationError("--token-lifetime-s must be at least 3") }
         guard (1...Int(Int32.max)).contains(maxConcurrentStreams) else { throw ValidationError("--max-concurrent-streams must be at least 1") }
         if let apiPort, !(0...65535).contains(apiPort) { throw ValidationError("ports are 0...65535") }
         if tokenKey != nil, teamID == nil || keyID == nil { throw ValidationError("--token-key needs --team-id and --key-id") }
@@ -106,6 +111,7 @@ struct SimulateCommand: AsyncParsableCommand {
         c.rate429 = rate429
         c.rate503 = rate503
         c.responseDelayMilliseconds = responseDelayMs
+        c.tokenLifetimeSeconds = tokenLifetimeS
         c.maxConcurrentStreams = maxConcurrentStreams
         do {
             if let unregistered { c.unregistered = try parseUnregisteredList(try readTextFile(unregistered, option: "--unregistered")) }

@@ -14,10 +14,11 @@ import Testing
         var outcomes: [DeliveryTicket: [DeliveryOutcome]]
         var recorded: [RecordedRequest]
         var summary: String
+        var tokenRenewals = 0
     }
 
     static func run(
-        count: Int, token: Bool = true, connections: Int = 2, maxAttempts: Int = 5,
+        count: Int, token: Bool = true, connections: Int = 2, maxAttempts: Int = 5, secondHalfAfter pause: Duration? = nil,
         simulator change: (inout SimulatorConfiguration) -> Void = { _ in }
     ) async throws -> Result {
         var quiet = Logger(label: "test")
@@ -51,14 +52,24 @@ import Testing
             outcomes.withLock { o in for outcome in batch { o[outcome.ticket, default: []].append(outcome) } }
         }
         engine.start()
-        engine.enqueue(HTTP2ClientConnectionTests.deliveries(count), to: endpoint.key)
+        let deliveries = HTTP2ClientConnectionTests.deliveries(count)
+        if let pause {
+            // The second half goes out once `pause` has passed on the clock (a token's lifetime, say).
+            engine.enqueue(Array(deliveries.prefix(count / 2)), to: endpoint.key)
+            #expect(await engine.drain(timeout: .seconds(60)))
+            try await Task.sleep(for: pause)
+            engine.enqueue(Array(deliveries.dropFirst(count / 2)), to: endpoint.key)
+        } else {
+            engine.enqueue(deliveries, to: endpoint.key)
+        }
         let settled = await engine.drain(timeout: .seconds(60))
         #expect(settled, "\(engine.held) deliveries without an outcome")
+        let renewals = engine.providerTokens(of: endpoint.key)?.renewalCount ?? 0
         _ = await engine.stopAll()
         let summary = "\(simulator.summary)"
         let recorded = simulator.recordedRequests
         await simulator.stop()
-        return Result(outcomes: outcomes.withLock { $0 }, recorded: recorded, summary: summary)
+        return Result(outcomes: outcomes.withLock { $0 }, recorded: recorded, summary: summary, tokenRenewals: renewals)
     }
 
     static func token(_ i: Int) -> [UInt8] {
@@ -113,6 +124,19 @@ import Testing
             }
         }
         #expect(r.recorded.count == 495)
+    }
+
+    /// The simulator's tokens live 3 s: the second half finds the worker's token expired (403 ExpiredProviderToken),
+    /// which is renewed once, and everything goes out again uncounted.
+    @Test(.timeLimit(.minutes(2))) func anExpiredProviderTokenIsRenewedOnceAndNothingIsLost() async throws {
+        let r = try await Self.run(count: 100, maxAttempts: 1, secondHalfAfter: .seconds(4)) { $0.tokenLifetimeSeconds = 3 }
+        #expect(r.outcomes.count == 100)
+        // max_attempts 1: a counted retry would have failed the notification; the renewal's resend is not counted.
+        #expect(r.outcomes.values.allSatisfy { $0.count == 1 && $0[0].result == .accepted }, "\(r.summary)")
+        #expect(r.outcomes.values.contains { $0[0].attempts == 2 })
+        #expect(r.tokenRenewals == 1)
+        #expect(r.recorded.count == 100)
+        #expect(r.summary.contains("403 ExpiredProviderToken"))
     }
 
     @Test(.timeLimit(.minutes(2))) func retriesEndAsRetriesExhaustedWithTheLastReason() async throws {

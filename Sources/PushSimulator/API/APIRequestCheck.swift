@@ -15,8 +15,9 @@ struct APITokenHistory: Sendable {
     var current: String?
     var issuedAt: Int64 = 0
     var since: Int64 = 0
-    /// Seconds a connection's token must be used before another may replace it.
-    static let minimumInterval: Int64 = 20 * 60
+    /// Seconds a connection's token must be used before another may replace it: Apple's 20 minutes, a third of the
+    /// token lifetime.
+    static let appleMinimumInterval: Int64 = 20 * 60
 }
 
 /// A request the simulated API accepted: what its record line holds.
@@ -62,6 +63,8 @@ struct APIRequestCheck: Sendable {
     var invalidTokens: Set<[UInt8]>
     /// Token → the 410 timestamp (milliseconds).
     var unregistered: [[UInt8]: Int64]
+    /// A connection's token may be replaced only after this many seconds (429 TooManyProviderTokenUpdates before).
+    var minimumRenewalInterval: Int64 = APITokenHistory.appleMinimumInterval
 
     /// The headers the API reads, each at most once.
     private struct Fields {
@@ -120,7 +123,7 @@ struct APIRequestCheck: Sendable {
             let jwt = authorization.dropFirst("bearer ".count)
             if tokenHistory.current.map({ $0 == jwt }) == true {
                 // The connection's token, verified already: only its age can change.
-                if now - tokenHistory.issuedAt > ProviderTokenVerifier.maximumAge { return fail(.expiredProviderToken) }
+                if now - tokenHistory.issuedAt > verifier.maximumAge { return fail(.expiredProviderToken) }
             } else {
                 let token = String(jwt)
                 let issuedAt: Int64
@@ -128,7 +131,7 @@ struct APIRequestCheck: Sendable {
                 case .failure(let refusal): return fail(refusal)
                 case .success(let time): issuedAt = time
                 }
-                if tokenHistory.current != nil, now - tokenHistory.since < APITokenHistory.minimumInterval {
+                if tokenHistory.current != nil, now - tokenHistory.since < minimumRenewalInterval {
                     return fail(.tooManyProviderTokenUpdates)
                 }
                 tokenHistory.current = token

@@ -7,8 +7,10 @@ public struct ProviderTokenVerifier: Sendable {
     public let teamID: String
     public let keyID: String
     let publicKey: P256.Signing.PublicKey
-    /// Apple refuses tokens older than this (seconds).
-    public static let maximumAge: Int64 = 3600
+    /// Apple refuses tokens older than an hour.
+    public static let appleMaximumAge: Int64 = 3600
+    /// Tokens older than this (seconds) are refused: Apple's hour, or less to exercise renewals (`--token-lifetime-s`).
+    public var maximumAge: Int64 = Self.appleMaximumAge
     /// A token issued this far in the future is refused as invalid (clock skew allowance).
     public static let futureAllowance: Int64 = 300
 
@@ -39,7 +41,7 @@ public struct ProviderTokenVerifier: Sendable {
             publicKey.isValidSignature(signature, for: parsed.signingInput)
         else { return .failure(.invalidProviderToken) }
         if parsed.issuedAt > now + Self.futureAllowance { return .failure(.invalidProviderToken) }
-        if now - parsed.issuedAt > Self.maximumAge { return .failure(.expiredProviderToken) }
+        if now - parsed.issuedAt > maximumAge { return .failure(.expiredProviderToken) }
         return .success(parsed.issuedAt)
     }
 }
