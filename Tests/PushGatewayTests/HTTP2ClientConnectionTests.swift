@@ -149,13 +149,15 @@ import Testing
     @Test(.timeLimit(.minutes(1))) func goAwayHandsBackTheStreamsTheServerDidNotProcess() async throws {
         let (tally, recorded) = try await Self.run(
             Self.simulator { $0.goawayEvery = 10; $0.maxConcurrentStreams = 100 }, count: 30, token: false)
-        #expect(tally.answered == [200: 10])
-        // Streams above the GOAWAY's last stream id come back unprocessed (to be resent uncounted); unanswered ones
-        // below it are lost (resent, counted): streams finish out of order, so how many of each varies.
-        #expect(tally.unprocessed + tally.lost.count == 20)
-        #expect(tally.lost.allSatisfy { $0 == "connection lost" })
+        // After its 10th answer the server sends GOAWAY naming the highest stream answered; streams up to it are
+        // still answered (streams finish out of order, so how many varies), the ones above come back unprocessed
+        // (to be resent uncounted), and nothing is lost.
+        let answered = tally.answered[200] ?? 0
+        #expect(answered >= 10 && tally.answered.count == 1)
+        #expect(answered + tally.unprocessed == 30)
+        #expect(tally.lost.isEmpty)
         #expect(tally.draining)
-        #expect(recorded.count == 10)
+        #expect(recorded.count == answered)
     }
 
     @Test(.timeLimit(.minutes(1))) func anUnansweredRequestIsLostAtItsDeadline() async throws {

@@ -1,4 +1,5 @@
-"""The fault matrix: the end-to-end flow under one fault at a time. Run through scripts/fault-matrix.
+"""The fault matrix: the end-to-end flow under one fault at a time, over the binary gateway and over the HTTP/2 API.
+Run through scripts/fault-matrix.
 
 For every scenario a fresh broker, simulator and worker run; events are offered at a fixed rate so that the
 faults land while work is in flight. At the end it counts, per scenario: delivered (distinct events the simulator
@@ -29,7 +30,7 @@ import harness as h
 class Scenario:
     def __init__(self, name, faults=(), invalid_share=0, refuse_s=0, broker_restart=False, kills=0, sigterm=False,
                  preload=False, max_writes=None, join=False, protocol=None, events=None, rate=None, acceptance_ms=None,
-                 payload=300):
+                 payload=300, http2=False, unregistered_share=0, no_duplicates=False):
         self.name, self.faults, self.invalid_share, self.preload = name, list(faults), invalid_share, preload
         # The app's format (`protocol` in its configuration), and overrides of the run's size and pace.
         self.protocol, self.events, self.rate, self.acceptance_ms, self.payload = (
@@ -39,6 +40,12 @@ class Scenario:
         # A second worker joins the group midway (scaling up under a backlog: a rebalance while the first is full).
         self.join = join
         self.refuse_s, self.broker_restart, self.kills, self.sigterm = refuse_s, broker_restart, kills, sigterm
+        # The app goes over the HTTP/2 API (token authentication); faults are then the API's.
+        self.http2 = http2
+        # Every Nth event goes to a token the API answers 410 Unregistered: a delivery error and a feedback event each.
+        self.unregistered_share = unregistered_share
+        # Nothing the gateway accepted may arrive twice (faults whose resends the worker knows to be unprocessed).
+        self.no_duplicates = no_duplicates
 
 
 SCENARIOS = [
@@ -62,17 +69,27 @@ SCENARIOS = [
     Scenario("a second worker joins midway", preload=True, join=True),
     Scenario("worker SIGKILLed twice", kills=2),
     Scenario("SIGTERM midway", sigterm=True),
+    # The HTTP/2 API (SPEC section 9), token authentication.
+    Scenario("http2: GOAWAY every 500", http2=True, faults=["--goaway-every", "500"], no_duplicates=True),
+    Scenario("http2: 503 at 1%", http2=True, faults=["--rate-503", "0.01", "--seed", "7"], no_duplicates=True),
+    Scenario("http2: 429 at 1%", http2=True, faults=["--rate-429", "0.01", "--seed", "7"], no_duplicates=True),
+    Scenario("http2: 503 Shutdown every 1,000", http2=True, faults=["--shutdown-every", "1000"], no_duplicates=True),
+    Scenario("http2: abrupt close every 1,000", http2=True, faults=["--close-every", "1000"]),
+    Scenario("http2: 5% unregistered tokens", http2=True, unregistered_share=20, no_duplicates=True),
+    # Tokens live 4 s on this API: the worker's expires during the run (403 ExpiredProviderToken) and is renewed.
+    Scenario("http2: provider token expiring midway", http2=True, faults=["--token-lifetime-s", "4"], no_duplicates=True),
+    Scenario("http2: worker SIGKILLed twice", http2=True, kills=2),
 ]
 
 
 class ErrorTopic:
-    """Follows the delivery error topic from the beginning."""
+    """Follows an output topic from the beginning (the delivery error topic unless told)."""
 
-    def __init__(self, servers):
+    def __init__(self, servers, topic=h.ERRORS):
         self.consumer = Consumer({"bootstrap.servers": servers, "group.id": "fault-matrix-reader", "log_level": 3,
                                   "enable.auto.commit": False, "receive.message.max.bytes": 1000000000})
-        metadata = self.consumer.list_topics(h.ERRORS, timeout=10)
-        self.consumer.assign([TopicPartition(h.ERRORS, p, 0) for p in metadata.topics[h.ERRORS].partitions])
+        metadata = self.consumer.list_topics(topic, timeout=10)
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in metadata.topics[topic].partitions])
         self.events = []
 
     def update(self):
@@ -91,7 +108,7 @@ def run(scenario, binary, count, rate, timeout):
     count, rate = scenario.events or count, scenario.rate or rate
     workdir = tempfile.mkdtemp(prefix="fault-matrix-")
     broker = h.Broker(workdir)
-    simulator = worker = second = errors = None
+    simulator = worker = second = errors = feedback = None
     exits, notes = [], []
     try:
         servers = broker.start()
@@ -104,9 +121,17 @@ def run(scenario, binary, count, rate, timeout):
             with open(path, "w") as f:
                 f.writelines(h.token(n) + "\n" for n in sorted(invalid))
             faults += ["--invalid-tokens", path]
+        unregistered = set()
+        if scenario.unregistered_share:
+            unregistered = {n for n in range(count) if n % scenario.unregistered_share == 0}
+            path = os.path.join(workdir, "unregistered.txt")
+            with open(path, "w") as f:
+                f.writelines(f"{h.token(n)} 1790000000000\n" for n in sorted(unregistered))
+            faults += ["--unregistered", path]
         gateway_port, feedback_port = h.free_port(), h.free_port()
+        api_port = h.free_port() if scenario.http2 else None
         if not scenario.refuse_s:
-            simulator = h.Simulator(binary, workdir, faults, gateway_port, feedback_port)
+            simulator = h.Simulator(binary, workdir, faults, gateway_port, feedback_port, api_port)
         producer = h.EventProducer(servers)
         produced = threading.Event()
         if scenario.preload:
@@ -116,7 +141,7 @@ def run(scenario, binary, count, rate, timeout):
         http_port = h.free_port()
         # A preloaded run is paced by max_in_flight instead (at most that many per acceptance window), so that
         # the fault still lands midway.
-        settings = dict(gateway_port=gateway_port, feedback_port=feedback_port, reconnect=(20, 1000, 5),
+        settings = dict(gateway_port=gateway_port, feedback_port=feedback_port, api_port=api_port, reconnect=(20, 1000, 5),
                         protocol=scenario.protocol, acceptance_ms=scenario.acceptance_ms or 1000,
                         max_in_flight=rate // 2 if scenario.preload else 100000,
                         log_level=os.environ.get("FAULT_MATRIX_LOG_LEVEL", "warning"),
@@ -131,6 +156,7 @@ def run(scenario, binary, count, rate, timeout):
 
         reader = h.RecordReader(os.path.join(workdir, "record.jsonl"))
         errors = ErrorTopic(servers)
+        feedback = ErrorTopic(servers, h.FEEDBACK) if unregistered else None
         kills_done, restarted, terminated = 0, False, False
         writes = 0  # notifications written to the gateway, summed over the worker processes (read before each ends)
         deadline = started + timeout
@@ -140,7 +166,7 @@ def run(scenario, binary, count, rate, timeout):
             errors.update()
             delivered = len(reader.seen)
             if scenario.refuse_s and simulator is None and time.time() - started >= scenario.refuse_s:
-                simulator = h.Simulator(binary, workdir, faults, gateway_port, feedback_port)
+                simulator = h.Simulator(binary, workdir, faults, gateway_port, feedback_port, api_port)
                 notes.append(f"simulator started after {time.time() - started:.1f} s with {delivered} delivered")
             if scenario.broker_restart and not restarted and delivered >= count // 2:
                 broker.stop()
@@ -182,6 +208,13 @@ def run(scenario, binary, count, rate, timeout):
         simulator = None
         reader.update()
         errors.update()
+        if feedback:
+            # Feedback events are produced with their delivery errors; a moment for the last ones to be readable.
+            for _ in range(50):
+                feedback.update()
+                if len(feedback.events) >= len(unregistered):
+                    break
+                time.sleep(0.1)
         if production.is_alive():
             production.join(5)
 
@@ -198,16 +231,24 @@ def run(scenario, binary, count, rate, timeout):
             absent = (set(range(count)) - h.numbers_in_input(servers)) - delivered - error_numbers
             notes.append(f"{len(absent)} of the {missing} missing are not in the input topic any more")
         expected_errors = {"invalid_token": len(invalid)} if invalid else {}
+        if unregistered:
+            expected_errors["unregistered"] = len(unregistered)
         checks = {
             "missing is 0": missing == 0,
             "every event had its outcome within the time bound": finished,
-            "delivered as expected": len(delivered) == count - len(invalid),
-            "error events as expected": by_reason == expected_errors and error_numbers == invalid,
+            "delivered as expected": len(delivered) == count - len(invalid) - len(unregistered),
+            "error events as expected": by_reason == expected_errors and error_numbers == invalid | unregistered,
             "no event both delivered and failed": not (delivered & error_numbers),
             "graceful exits are 0": all(code == 0 for kind, code in exits if kind != "SIGKILL"),
         }
         if scenario.max_writes:
             checks[f"at most {scenario.max_writes} writes per event"] = writes <= scenario.max_writes * count
+        if scenario.no_duplicates:
+            checks["no duplicates"] = reader.duplicates == 0
+        if unregistered:
+            tokens = sorted(e["token"] for e in feedback.events)
+            checks["one feedback event per unregistered token"] = tokens == sorted(h.token(n) for n in unregistered)
+            notes.append(f"{len(feedback.events)} feedback events")
         return {
             "scenario": scenario.name, "events": count, "delivered": len(delivered), "missing": missing,
             "duplicates": reader.duplicates, "error_events": by_reason, "error_event_duplicates": len(errors.events) - len(error_numbers),
@@ -217,6 +258,8 @@ def run(scenario, binary, count, rate, timeout):
     finally:
         if errors:
             errors.close()
+        if feedback:
+            feedback.close()
         for process in (worker, second):
             if process and process.process.poll() is None:
                 process.kill()

@@ -26,6 +26,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 APP = "com.example.app"
 INPUT, ERRORS, FEEDBACK = "notifications", "notification-errors", "notification-feedback"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# The provider-token key scripts/gen-pki makes (AuthKey_KEY1234567.p8).
+TEAM_ID, KEY_ID = "TEAM123456", "KEY1234567"
 
 
 def free_port():
@@ -151,18 +153,23 @@ class EventProducer:
 class Simulator:
     """`pushworker simulate` on free (or given) ports, recording to a file."""
 
-    def __init__(self, binary, workdir, faults=(), gateway_port=0, feedback_port=0):
+    def __init__(self, binary, workdir, faults=(), gateway_port=0, feedback_port=0, api_port=None):
+        """With `api_port`, the HTTP/2 API is served too, with provider-token authentication (the PKI's key)."""
         self.record = os.path.join(workdir, "record.jsonl")
         self.log = open(os.path.join(workdir, "simulator.log"), "ab")
         pki = f"{ROOT}/pki"
+        api = [] if api_port is None else [
+            "--api-port", str(api_port), "--token-key", f"{pki}/token-key.pub.pem", "--team-id", TEAM_ID,
+            "--key-id", KEY_ID]
         self.process = subprocess.Popen(
             [binary, "simulate", "--cert", f"{pki}/server.pem", "--key", f"{pki}/server-key.pem", "--ca", f"{pki}/ca.pem",
              "--gateway-port", str(gateway_port), "--feedback-port", str(feedback_port), "--record", self.record,
-             "--log-level", "error", *faults],
+             "--log-level", "error", *api, *faults],
             stdout=subprocess.PIPE, stderr=self.log, text=True)
         listening = json.loads(self.process.stdout.readline())
         self.gateway = int(listening["gateway"].rsplit(":", 1)[1])
         self.feedback = int(listening["feedback"].rsplit(":", 1)[1])
+        self.api = int(listening["api"].rsplit(":", 1)[1]) if "api" in listening else None
 
     def stop(self):
         """SIGTERM; returns the simulator's summary."""
@@ -177,10 +184,27 @@ class Simulator:
 
 def worker_config(workdir, servers, gateway_port, feedback_port, http_port, max_in_flight=100000, connections=2,
                   reconnect=(500, 60000, 30), instance="bench-worker-1", acceptance_ms=1000, log_level="warning",
-                  consumer_properties=None, protocol=None):
+                  consumer_properties=None, protocol=None, api_port=None):
+    """The worker's configuration; with `api_port`, the app goes over the HTTP/2 API with token authentication."""
     pki = f"{ROOT}/pki"
     path = os.path.join(workdir, "pushworker.yaml")
     extra = "".join(f'    {key}: "{value}"\n' for key, value in (consumer_properties or {}).items())
+    if api_port is None:
+        app = f"""    certificate: {pki}/app.pem
+    private_key: {pki}/app-key.pem
+    gateway: "127.0.0.1:{gateway_port}"
+    feedback: "127.0.0.1:{feedback_port}"
+    connections: {connections}
+{f"    protocol: {protocol}{chr(10)}" if protocol else ""}"""
+    else:
+        app = f"""    transport: http2
+    auth: token
+    team_id: {TEAM_ID}
+    key_id: {KEY_ID}
+    signing_key: {pki}/AuthKey_{KEY_ID}.p8
+    api: "127.0.0.1:{api_port}"
+    connections: {connections}
+"""
     with open(path, "w") as f:
         f.write(f"""kafka:
   brokers: "{servers}"
@@ -195,12 +219,7 @@ def worker_config(workdir, servers, gateway_port, feedback_port, http_port, max_
 {extra}apps:
   - bundle_id: {APP}
     environment: production
-    certificate: {pki}/app.pem
-    private_key: {pki}/app-key.pem
-    gateway: "127.0.0.1:{gateway_port}"
-    feedback: "127.0.0.1:{feedback_port}"
-    connections: {connections}
-{f"    protocol: {protocol}{chr(10)}" if protocol else ""}tls:
+{app}tls:
   ca_file: {pki}/ca.pem
 delivery:
   acceptance_window_ms: {acceptance_ms}
@@ -282,8 +301,10 @@ class Worker:
                    or k.startswith("pushworker_delivery_errors_total"))
 
     def writes(self):
-        """Notifications written to the gateway by this process so far (resends included)."""
-        return sum(v for k, v in self.metrics().items() if k.startswith("pushworker_notifications_sent_total"))
+        """Notifications written to the gateway by this process so far (resends included); HTTP/2: requests
+        answered."""
+        return sum(v for k, v in self.metrics().items() if k.startswith("pushworker_notifications_sent_total")
+                   or k.startswith("pushworker_http2_responses_total"))
 
     def terminate(self, timeout=60):
         self.process.send_signal(signal.SIGTERM)

@@ -31,6 +31,9 @@ final class APIConnection: ChannelInboundHandler {
     /// The highest stream id answered: a GOAWAY names it (streams may finish out of order: a client's DATA frames
     /// leave in its flow controller's order, not the streams').
     private var highestAnswered = HTTP2StreamID(0)
+    /// The last stream id of the GOAWAY this connection sent (or is about to send): streams up to it are still
+    /// answered, later ones ignored, as RFC 9113 section 6.8 has it.
+    private var goAwayLastStreamID: HTTP2StreamID?
     private var succeeded = false
     private var closing = false
     private var needsFlush = false
@@ -142,7 +145,7 @@ final class APIConnection: ChannelInboundHandler {
 
     /// A complete request arrived on stream `id`.
     private func received(_ request: PartialRequest, id: HTTP2StreamID, context: ChannelHandlerContext) {
-        guard !closing else { return }
+        guard mayAnswer(id) else { return }
         received += 1
         let configuration = self.context.configuration
         if let every = configuration.closeEvery, received % every == 0 {
@@ -186,8 +189,16 @@ final class APIConnection: ChannelInboundHandler {
         }
     }
 
+    /// Whether a stream is still answered: always before a GOAWAY, then only up to its last stream id (an abrupt
+    /// close answers nothing more).
+    private func mayAnswer(_ id: HTTP2StreamID) -> Bool {
+        guard closing else { return true }
+        guard let last = goAwayLastStreamID else { return false }
+        return id <= last
+    }
+
     private func respond(_ answer: APIAnswer, id: HTTP2StreamID, retire: Bool, context: ChannelHandlerContext) {
-        guard !closing else { return }
+        guard mayAnswer(id) else { return }
         var headers = HPACKHeaders()
         headers.add(name: ":status", value: String(answer.status))
         headers.add(name: "apns-id", value: answer.apnsID)
@@ -216,20 +227,27 @@ final class APIConnection: ChannelInboundHandler {
                 }
             }
         }
-        if retire || self.context.configuration.goawayEvery.map({ answered % $0 == 0 }) == true {
-            // Takes no new streams from now on; GOAWAY goes out once the answer has.
+        if !closing, retire || self.context.configuration.goawayEvery.map({ answered % $0 == 0 }) == true {
+            // Takes no new streams from now on; GOAWAY goes out once the answer has. Streams up to its last id that
+            // are still on their way are answered; the connection closes once the client has had time to finish
+            // them (closing at once with requests unread would reset it, and the client would lose answers).
             closing = true
+            let last = highestAnswered
+            goAwayLastStreamID = last
             countAccepted()
             self.context.state.countAPI(goaway: true)
             written.futureResult.assumeIsolated().whenComplete { [self] _ in
-                let frame = HTTP2Frame(
-                    streamID: .rootStream, payload: .goAway(lastStreamID: highestAnswered, errorCode: .noError, opaqueData: nil))
-                context.writeAndFlush(wrapOutboundOut(frame)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+                let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: nil))
+                context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
+                context.eventLoop.assumeIsolated().scheduleTask(in: Self.closeGrace) { context.close(promise: nil) }
             }
             needsFlush = false
             context.flush()
         }
     }
+
+    /// How long a connection stays open after its GOAWAY (the client closes it sooner once its streams are done).
+    static let closeGrace: TimeAmount = .seconds(2)
 
     static func newID(_ random: inout SplitMix64) -> String {
         var id = APNsID(high: random.next(), low: random.next())
