@@ -73,6 +73,10 @@ def main():
     parser.add_argument("--payload", type=int, default=300, help="payload bytes")
     parser.add_argument("--max-in-flight", type=int, default=None)
     parser.add_argument("--connections", type=int, default=2)
+    parser.add_argument("--http2", action="store_true",
+                        help="deliver over the simulator's HTTP/2 API (token authentication) instead of the binary gateway")
+    parser.add_argument("--response-delay-ms", type=int, default=0,
+                        help="with --http2: the API answers each request this late (a WAN-like round trip)")
     parser.add_argument("--broker", choices=["noida", "mock"], default="noida",
                         help="noida-db (default), or librdkafka's mock cluster in a process of its own (rate mode "
                              "only: it keeps ~5 MB per partition, so its memory stays flat over a soak)")
@@ -115,10 +119,13 @@ def main():
         max_in_flight = args.max_in_flight or (300_000 if args.mode == "backlog" else 100_000)
         results["max_in_flight"] = max_in_flight
         results["events"] = total
-        simulator = h.Simulator(args.binary, workdir)
+        api_port = h.free_port() if args.http2 else None
+        delay = ["--response-delay-ms", str(args.response_delay_ms)] if args.http2 and args.response_delay_ms else []
+        simulator = h.Simulator(args.binary, workdir, delay, api_port=api_port)
         http_port = h.free_port()
         config = h.worker_config(workdir, servers, simulator.gateway, simulator.feedback, http_port,
-                                 max_in_flight=max_in_flight, connections=args.connections)
+                                 max_in_flight=max_in_flight, connections=args.connections, api_port=api_port)
+        results["transport"] = "http2" if args.http2 else "binary"
         worker = h.Worker(args.binary, config, workdir, http_port)
         poller = h.Poller(worker, 10.0)
         poller.start()
