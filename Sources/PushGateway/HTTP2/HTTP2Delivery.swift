@@ -10,6 +10,9 @@ public struct HTTP2Delivery: Sendable {
     public internal(set) var sends = 0
     /// Counted failures (5xx, 429, refused credentials, a lost connection, a deadline): `max_attempts` bounds them.
     public internal(set) var transientFailures = 0
+    /// Uncounted resends after 403 ExpiredProviderToken: one is free, a second counts (a clock far off would otherwise
+    /// make every new token expired and resend forever).
+    var tokenRenewalResends: UInt8 = 0
     /// The provider token its last request carried: a 403 ExpiredProviderToken renews that one only (several
     /// answers about one token make one renewal).
     var authorization: String?

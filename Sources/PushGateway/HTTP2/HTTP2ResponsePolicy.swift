@@ -52,7 +52,12 @@ public struct HTTP2ResponsePolicy: Sendable {
             return (.final(final), effects)
         case .renewProviderToken:
             effects.renewToken = true
-            return (resendUncounted(delivery, now: now), effects)
+            guard delivery.tokenRenewalResends > 0 else {
+                delivery.tokenRenewalResends += 1
+                return (resendUncounted(delivery, now: now), effects)
+            }
+            // Expired again with a renewed token: the clock or the key is wrong; count it.
+            return (counted(&delivery, detail, status: status, now: now), effects)
         case .credentialsRefused:
             effects.credentialsRefused = detail
             return (counted(&delivery, detail, status: status, now: now), effects)

@@ -1,0 +1,91 @@
+import PushCore
+import Testing
+@testable import PushGateway
+
+/// SPEC section 9's table as the pool applies it, one response at a time.
+@Suite struct HTTP2ResponsePolicyTests {
+    let policy = HTTP2ResponsePolicy(maxAttempts: 3, initialDelay: .milliseconds(100), maximumDelay: .milliseconds(250))
+
+    static func delivery(expiration: UInt32 = 0) -> HTTP2Delivery {
+        let json = #"{"id":"e1","app":"a","token":"abcd","payload":{"aps":{"alert":"x"}}"# + (expiration > 0 ? #","expiration":\#(expiration)}"# : "}")
+        guard case .success(let event) = EventDecoder.http2.decode(json),
+              let request = try? APNsRequest(event: event, app: HTTP2AppSettings(bundleID: "a"), recordTimestamp: 1000, defaultTTL: 1_000_000)
+        else { fatalError("sample") }
+        var d = HTTP2Delivery(ticket: 7, request: request)
+        d.sends = 1
+        return d
+    }
+
+    func decide(_ status: Int, _ reason: String?, timestamp: Int64? = nil, _ d: inout HTTP2Delivery, now: Int64 = 2000)
+        -> (HTTP2ResponsePolicy.Decision, HTTP2ResponsePolicy.Effects)
+    {
+        policy.decide(APNsResponse(status: status, reason: reason, timestampMilliseconds: timestamp), for: &d, now: now, nowMilliseconds: now * 1000)
+    }
+
+    @Test func finalAnswers() {
+        var d = Self.delivery()
+        #expect(decide(200, nil, &d).0 == .final(DeliveryOutcome(ticket: 7, result: .accepted, attempts: 1)))
+        #expect(decide(400, "BadDeviceToken", &d).0
+            == .final(DeliveryOutcome(ticket: 7, result: .failed(.invalidToken, status: nil, detail: "BadDeviceToken"), attempts: 1, httpStatus: 400)))
+        #expect(decide(410, "Unregistered", timestamp: 1_700_000_000_123, &d).0
+            == .final(DeliveryOutcome(
+                ticket: 7, result: .failed(.unregistered, status: nil, detail: "Unregistered"), attempts: 1, httpStatus: 410,
+                unregisteredAt: 1_700_000_000_123)))
+        // A 410 without a timestamp takes the time of the response.
+        if case .final(let o) = decide(410, "ExpiredToken", &d, now: 5000).0 { #expect(o.unregisteredAt == 5_000_000) } else { Issue.record("not final") }
+        #expect(decide(413, "PayloadTooLarge", &d).0
+            == .final(DeliveryOutcome(ticket: 7, result: .failed(.payloadTooLarge, status: nil, detail: "PayloadTooLarge"), attempts: 1, httpStatus: 413)))
+        #expect(decide(400, "BadCollapseId", &d).0
+            == .final(DeliveryOutcome(ticket: 7, result: .failed(.rejected, status: nil, detail: "BadCollapseId"), attempts: 1, httpStatus: 400)))
+        #expect(d.transientFailures == 0)
+    }
+
+    @Test func retriesAreCountedDelayedAndBounded() {
+        var d = Self.delivery()
+        #expect(decide(503, "ServiceUnavailable", &d).0 == .resend(delay: .milliseconds(100)))
+        let (second, effects) = decide(429, "TooManyRequests", &d)
+        #expect(second == .resend(delay: .milliseconds(200)))
+        #expect(effects == .init())
+        #expect(decide(500, "InternalServerError", &d).0
+            == .final(DeliveryOutcome(ticket: 7, result: .failed(.retriesExhausted, status: nil, detail: "InternalServerError"), attempts: 1, httpStatus: 500)))
+    }
+
+    @Test func shutdownRetiresTheConnectionAndRefusedCredentialsBackTheAppOff() {
+        var d = Self.delivery()
+        #expect(decide(503, "Shutdown", &d).1.retireConnection)
+        var e = Self.delivery()
+        let (decision, effects) = decide(403, "InvalidProviderToken", &e)
+        #expect(decision == .resend(delay: .milliseconds(100)))
+        #expect(effects.credentialsRefused == "InvalidProviderToken")
+    }
+
+    @Test func anExpiredProviderTokenIsResentFreeOnceThenCounted() {
+        var d = Self.delivery()
+        let (first, effects) = decide(403, "ExpiredProviderToken", &d)
+        #expect(first == .resend(delay: .zero))
+        #expect(effects.renewToken)
+        #expect(d.transientFailures == 0)
+        let (second, again) = decide(403, "ExpiredProviderToken", &d)
+        #expect(second == .resend(delay: .milliseconds(100)))
+        #expect(again.renewToken)
+        #expect(d.transientFailures == 1)
+    }
+
+    @Test func nothingIsRetriedAfterTheExpiration() {
+        var d = Self.delivery(expiration: 1500)
+        #expect(decide(503, "ServiceUnavailable", &d, now: 1501).0
+            == .final(DeliveryOutcome(ticket: 7, result: .failed(.expired, status: nil, detail: "expired before it could be delivered"), attempts: 1)))
+        var lost = Self.delivery(expiration: 1500)
+        #expect(policy.lost(&lost, reason: "connection lost", now: 1400) == .resend(delay: .zero))
+        #expect(policy.unprocessed(lost, now: 1600)
+            == .final(DeliveryOutcome(ticket: 7, result: .failed(.expired, status: nil, detail: "expired before it could be delivered"), attempts: 1)))
+    }
+
+    @Test func lostRequestsCountUntilMaxAttempts() {
+        var d = Self.delivery()
+        #expect(policy.lost(&d, reason: "no response within 10000 ms", now: 0) == .resend(delay: .zero))
+        #expect(policy.lost(&d, reason: "no response within 10000 ms", now: 0) == .resend(delay: .zero))
+        #expect(policy.lost(&d, reason: "connection lost", now: 0)
+            == .final(DeliveryOutcome(ticket: 7, result: .failed(.retriesExhausted, status: nil, detail: "connection lost"), attempts: 1)))
+    }
+}
