@@ -90,6 +90,11 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     public var available: Int { active ? book.available : 0 }
     /// Streams open now.
     public var openStreams: Int { book.openCount }
+    /// Our cap on this connection's concurrent streams (at most `Settings.maxConcurrentStreams`).
+    public var streamCap: Int {
+        get { book.cap }
+        set { book.cap = min(newValue, settings.maxConcurrentStreams) }
+    }
     /// The server's SETTINGS_MAX_CONCURRENT_STREAMS, once announced.
     public var serverStreamLimit: Int? { book.serverLimit }
 

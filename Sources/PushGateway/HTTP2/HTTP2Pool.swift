@@ -46,6 +46,11 @@ final class HTTP2Pool: Sendable {
         /// Deliveries waiting for a delayed resend (429, 5xx): they count as held.
         var delayed = 0
         var channels: [ObjectIdentifier: any Channel] = [:]
+        /// How many streams each connection may hold (AIMD): halved after a connection is lost with streams open,
+        /// one more per success, up to `max_concurrent_streams`. Without it, the requests a cut connection held
+        /// all go out again at once on the next one and meet its cut together again: a connection that fails
+        /// every N requests would fail the same batch until `max_attempts` ran out.
+        var streamWindow: Int
         /// Responses by status and reason (their counters, made on first use).
         var responseCounters: [String: Counter] = [:]
     }
@@ -78,7 +83,8 @@ final class HTTP2Pool: Sendable {
             backoff: Backoff(
                 initial: configuration.reconnectInitial, maximum: configuration.reconnectMaximum,
                 resetAfter: configuration.reconnectResetAfter, seed: configuration.jitterSeed),
-            limiter: ConnectRateLimiter(perMinute: configuration.maxNewConnectionsPerMinute, burst: configuration.connectBurst, now: now)))
+            limiter: ConnectRateLimiter(perMinute: configuration.maxNewConnectionsPerMinute, burst: configuration.connectBurst, now: now),
+            streamWindow: http2.maxConcurrentStreams))
     }
 
     /// Opens every connection.
@@ -127,6 +133,7 @@ final class HTTP2Pool: Sendable {
             metrics.streams[slot].record(connection.openStreams)
             if let limit = connection.serverStreamLimit { metrics.streamLimit[slot].record(min(limit, Int(Int32.max))) }
         }
+        connection.streamCap = state.withLock { $0.streamWindow }
         let available = connection.available
         guard available > 0 else { return }
         let batch: [HTTP2Delivery] = state.withLock { s in
@@ -252,12 +259,19 @@ final class HTTP2Pool: Sendable {
                 logger.error("the provider API refused the app's credentials", metadata: ["app": "\(endpoint.key)", "reason": "\(refused)"])
                 retire(slot: slot)
             } else if response.status == 200 {
-                state.withLock { $0.credentialsRefused = nil }
+                let maximum = http2.maxConcurrentStreams
+                state.withLock { s in
+                    s.credentialsRefused = nil
+                    if s.streamWindow < maximum { s.streamWindow += 1 }
+                }
             }
             apply([(delivery, decision)])
         case .unprocessed(let deliveries):
             apply(deliveries.map { ($0, policy.unprocessed($0, now: now)) })
         case .lost(let deliveries, let reason):
+            if deliveries.count > 1 {
+                state.withLock { s in s.streamWindow = max(1, min(s.streamWindow, deliveries.count) / 2) }
+            }
             apply(deliveries.map { d in
                 var d = d
                 let decision = policy.lost(&d, reason: reason, now: now)

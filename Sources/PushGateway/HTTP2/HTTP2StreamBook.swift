@@ -22,8 +22,11 @@ public struct HTTP2StreamBook<Request> {
     }
 
     public private(set) var phase: Phase = .active
-    /// Our cap on concurrent streams.
-    public let cap: Int
+    /// Our cap on concurrent streams (the pool lowers it after a connection was lost with many streams open, and
+    /// raises it again as requests succeed). Lowering it lets open streams finish; no new ones start above it.
+    public var cap: Int {
+        didSet { cap = max(1, cap) }
+    }
     /// The server's SETTINGS_MAX_CONCURRENT_STREAMS; nil until its first SETTINGS frame, `Int.max` when that frame
     /// names none (unlimited, RFC 9113 section 6.5.2).
     public private(set) var serverLimit: Int?
