@@ -30,7 +30,7 @@ import harness as h
 class Scenario:
     def __init__(self, name, faults=(), invalid_share=0, refuse_s=0, broker_restart=False, kills=0, sigterm=False,
                  preload=False, max_writes=None, join=False, protocol=None, events=None, rate=None, acceptance_ms=None,
-                 payload=300, http2=False, unregistered_share=0, no_duplicates=False):
+                 payload=300, http2=False, unregistered_share=0, no_duplicates=False, expect_answer=None):
         self.name, self.faults, self.invalid_share, self.preload = name, list(faults), invalid_share, preload
         # The app's format (`protocol` in its configuration), and overrides of the run's size and pace.
         self.protocol, self.events, self.rate, self.acceptance_ms, self.payload = (
@@ -46,6 +46,8 @@ class Scenario:
         self.unregistered_share = unregistered_share
         # Nothing the gateway accepted may arrive twice (faults whose resends the worker knows to be unprocessed).
         self.no_duplicates = no_duplicates
+        # An answer of the API's that must have been given at least once (the fault did happen).
+        self.expect_answer = expect_answer
 
 
 SCENARIOS = [
@@ -76,8 +78,9 @@ SCENARIOS = [
     Scenario("http2: 503 Shutdown every 1,000", http2=True, faults=["--shutdown-every", "1000"], no_duplicates=True),
     Scenario("http2: abrupt close every 1,000", http2=True, faults=["--close-every", "1000"]),
     Scenario("http2: 5% unregistered tokens", http2=True, unregistered_share=20, no_duplicates=True),
-    # Tokens live 4 s on this API: the worker's expires during the run (403 ExpiredProviderToken) and is renewed.
-    Scenario("http2: provider token expiring midway", http2=True, faults=["--token-lifetime-s", "4"], no_duplicates=True),
+    # Tokens live 3 s on this API: the worker's expires during the run (403 ExpiredProviderToken) and is renewed.
+    Scenario("http2: provider token expiring midway", http2=True, faults=["--token-lifetime-s", "3"], no_duplicates=True,
+             expect_answer="403 ExpiredProviderToken"),
     Scenario("http2: worker SIGKILLed twice", http2=True, kills=2),
 ]
 
@@ -245,6 +248,10 @@ def run(scenario, binary, count, rate, timeout):
             checks[f"at most {scenario.max_writes} writes per event"] = writes <= scenario.max_writes * count
         if scenario.no_duplicates:
             checks["no duplicates"] = reader.duplicates == 0
+        if scenario.expect_answer:
+            given = (summary.get("api_answers") or {}).get(scenario.expect_answer, 0)
+            checks[f"the API answered {scenario.expect_answer}"] = given > 0
+            notes.append(f"{scenario.expect_answer}: {given}")
         if unregistered:
             tokens = sorted(e["token"] for e in feedback.events)
             checks["one feedback event per unregistered token"] = tokens == sorted(h.token(n) for n in unregistered)
