@@ -87,7 +87,9 @@ public enum Demo {
                 host: "127.0.0.1", port: addresses.apiPort ?? 0,
                 authentication: .token(teamID: ThrowawayPKI.teamID, keyID: ThrowawayPKI.keyID, signingKeyPath: "\(pki)/AuthKey_\(ThrowawayPKI.keyID).p8")))
         var delivery = DeliveryConfiguration()
-        delivery.acceptanceWindow = .milliseconds(300)
+        // The product's default: a shorter window counts notifications accepted before a busy gateway has read them
+        // (an error response after it comes too late to count).
+        delivery.acceptanceWindow = .seconds(1)
         delivery.reconnectInitial = .milliseconds(20)
         delivery.reconnectMaximum = .milliseconds(200)
 
