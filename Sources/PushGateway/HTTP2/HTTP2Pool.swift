@@ -133,11 +133,10 @@ final class HTTP2Pool: Sendable {
             metrics.streams[slot].record(connection.openStreams)
             if let limit = connection.serverStreamLimit { metrics.streamLimit[slot].record(min(limit, Int(Int32.max))) }
         }
-        connection.streamCap = state.withLock { $0.streamWindow }
-        let available = connection.available
-        guard available > 0 else { return }
+        // One lock: the stream window applied, then as many queued deliveries as the connection has streams for.
         let batch: [HTTP2Delivery] = state.withLock { s in
-            let n = min(available, s.queue.count)
+            connection.streamCap = s.streamWindow
+            let n = min(connection.available, s.queue.count)
             guard n > 0 else { return [] }
             let taken = Array(s.queue.prefix(n))
             s.queue.removeFirst(n)
@@ -164,7 +163,7 @@ final class HTTP2Pool: Sendable {
         }
         guard let wait else { return }
         let loop = group.next()
-        loop.scheduleTask(in: .nanoseconds(Int64(wait.components.seconds) * 1_000_000_000 + wait.components.attoseconds / 1_000_000_000)) { [self] in
+        loop.scheduleTask(in: .nanoseconds(wait.nanoseconds)) { [self] in
             open(slot: slot)
         }
     }
@@ -177,14 +176,13 @@ final class HTTP2Pool: Sendable {
         guard !stopped else { return }
         let settings = HTTP2ClientConnection.Settings(
             maxConcurrentStreams: http2.maxConcurrentStreams, oneStreamUntilSuccess: tokens != nil,
-            requestTimeout: .nanoseconds(Int64(configuration.requestTimeout.components.seconds) * 1_000_000_000
-                + configuration.requestTimeout.components.attoseconds / 1_000_000_000))
+            requestTimeout: .nanoseconds(configuration.requestTimeout.nanoseconds))
         let tokens = self.tokens
         let metrics = self.metrics
         let timeout = configuration.connectTimeout
         HTTP2ClientConnection.connect(
             host: http2.host, port: http2.port, tls: tls, group: group,
-            connectTimeout: .seconds(timeout.components.seconds), settings: settings,
+            connectTimeout: .nanoseconds(timeout.nanoseconds), settings: settings,
             authorization: {
                 guard let tokens else { return nil }
                 let now = Int64(Date().timeIntervalSince1970)
@@ -239,8 +237,17 @@ final class HTTP2Pool: Sendable {
             if let handler { pump(handler.value, slot: slot) }
         case .answered(var delivery, let response, let latency):
             metrics.latency.recordNanoseconds(latency)
+            let (decision, effects) = policy.decide(response, for: &delivery, now: now, nowMilliseconds: now * 1000)
+            // One lock per response: its counter, and what it says of the credentials and the stream window.
             let key = "\(response.status) \(response.reason ?? "")"
+            let maximum = http2.maxConcurrentStreams
             let counter = state.withLock { s in
+                if let refused = effects.credentialsRefused {
+                    s.credentialsRefused = refused
+                } else if response.status == 200 {
+                    s.credentialsRefused = nil
+                    if s.streamWindow < maximum { s.streamWindow += 1 }
+                }
                 if let c = s.responseCounters[key] { return c }
                 let c = Counter(label: "pushworker_http2_responses_total", dimensions: [
                     ("app", "\(endpoint.key)"), ("status", String(response.status)), ("reason", response.reason ?? ""),
@@ -249,21 +256,13 @@ final class HTTP2Pool: Sendable {
                 return c
             }
             counter.increment()
-            let (decision, effects) = policy.decide(response, for: &delivery, now: now, nowMilliseconds: now * 1000)
             if effects.renewToken, let tokens, let rejected = delivery.authorization {
                 _ = try? tokens.renew(rejected: rejected, now: now)
             }
             if effects.retireConnection { retire(slot: slot) }
             if let refused = effects.credentialsRefused {
-                state.withLock { $0.credentialsRefused = refused }
                 logger.error("the provider API refused the app's credentials", metadata: ["app": "\(endpoint.key)", "reason": "\(refused)"])
                 retire(slot: slot)
-            } else if response.status == 200 {
-                let maximum = http2.maxConcurrentStreams
-                state.withLock { s in
-                    s.credentialsRefused = nil
-                    if s.streamWindow < maximum { s.streamWindow += 1 }
-                }
             }
             apply([(delivery, decision)])
         case .unprocessed(let deliveries):
@@ -324,7 +323,7 @@ final class HTTP2Pool: Sendable {
         guard !later.isEmpty else { return }
         state.withLock { $0.delayed += later.count }
         for (delivery, delay) in later {
-            group.next().scheduleTask(in: .milliseconds(Int64(delay.components.seconds) * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)) { [self] in
+            group.next().scheduleTask(in: .nanoseconds(delay.nanoseconds)) { [self] in
                 let stopped = state.withLock { s in
                     s.delayed -= 1
                     if !s.stopped { s.queue.insert(delivery, at: 0) }
