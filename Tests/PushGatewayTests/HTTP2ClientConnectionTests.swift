@@ -50,7 +50,8 @@ import Testing
         func event(_ event: HTTP2ConnectionEvent) {
             switch event {
             case .capacity: pump()
-            case .answered(_, let response, _): tally.withLock { $0.answered[response.status, default: 0] += 1 }
+            case .answered(let answers):
+                tally.withLock { t in for a in answers { t.answered[a.response.status, default: 0] += 1 } }
             case .unprocessed(let d): tally.withLock { $0.unprocessed += d.count }
             case .lost(let d, let reason): tally.withLock { $0.lost += Array(repeating: reason, count: d.count) }
             case .draining: tally.withLock { $0.draining = true }

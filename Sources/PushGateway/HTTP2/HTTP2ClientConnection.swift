@@ -9,9 +9,9 @@ import PushCore
 public enum HTTP2ConnectionEvent: Sendable {
     /// Streams are available (the server's SETTINGS arrived, or streams finished): the owner may submit this many.
     case capacity(Int)
-    /// A response arrived, `latency` nanoseconds after its stream opened: final or not, the owner decides
+    /// Responses arrived (all those of one read from the socket, in order): final or not, the owner decides
     /// (``APNsOutcome``).
-    case answered(HTTP2Delivery, APNsResponse, latency: Int64)
+    case answered([HTTP2Answer])
     /// Not processed by the server (above a GOAWAY's last stream id, or refused with REFUSED_STREAM): to be sent
     /// again on another connection, uncounted.
     case unprocessed([HTTP2Delivery])
@@ -24,12 +24,21 @@ public enum HTTP2ConnectionEvent: Sendable {
     case closed
 }
 
+/// A response to one request, `latency` nanoseconds after its stream opened.
+public struct HTTP2Answer: Sendable {
+    public var delivery: HTTP2Delivery
+    public var response: APNsResponse
+    public var latency: Int64
+}
+
 /// One HTTP/2 connection to the provider API: a handler behind `NIOHTTP2Handler` in client mode, at frame level
 /// (no channel per stream). It keeps an ``HTTP2StreamBook`` and carries out its answers: opens a stream per
 /// submitted request (HEADERS with the request's fields and the current provider token, then DATA with the body),
 /// reads each response's status and JSON body, follows SETTINGS, GOAWAY and RST_STREAM, resets streams whose
 /// deadline passed, gives the connection's flow-control window back, sends PING when idle and closes a connection
-/// whose PING goes unanswered. Everything happens on the channel's event loop; `onEvent` is called there.
+/// whose PING goes unanswered. Everything happens on the channel's event loop; `onEvent` is called there. Responses
+/// are reported together once per read from the socket (with one capacity event after them), so that the owner
+/// settles and refills in batches rather than once per stream.
 public final class HTTP2ClientConnection: ChannelInboundHandler {
     public typealias InboundIn = HTTP2Frame
     public typealias OutboundOut = HTTP2Frame
@@ -67,6 +76,10 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     /// DATA bytes read since the last connection WINDOW_UPDATE.
     private var unacknowledged = 0
     private var announcedDraining = false
+    /// Responses completed during the current read, reported at its end.
+    private var answers: [HTTP2Answer] = []
+    /// Streams finished during the current read: capacity to announce at its end.
+    private var streamsFreed = false
     /// Whether the channel is active: `NIOHTTP2Handler` has sent the connection preface (it does on channelActive,
     /// which reaches this handler after it; a connect future completes before that).
     private var active = false
@@ -185,7 +198,7 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
             } else {
                 onEvent(.lost([delivery], reason: "stream reset by the server (\(code))"))
             }
-            streamsFinished()
+            streamFreed()
         case .settings(.settings(let values)):
             let before = book.available
             book.settings(maxConcurrentStreams: values.last { $0.parameter == .maxConcurrentStreams }?.value)
@@ -205,21 +218,36 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
         guard let response = responses.removeValue(forKey: id) else {
             // END_STREAM without a status: not a response; the stream's request is retried, counted.
             if let delivery = book.reset(id) { onEvent(.lost([delivery], reason: "a response without :status")) }
-            streamsFinished()
+            streamFreed()
             return
         }
         let now = Int64(NIODeadline.now().uptimeNanoseconds)
         guard let (delivery, latency) = book.finish(id, success: response.status == 200, now: now) else { return }
-        onEvent(.answered(delivery, APNsResponse(status: response.status, body: response.body), latency: latency ?? 0))
-        streamsFinished()
+        answers.append(HTTP2Answer(delivery: delivery, response: APNsResponse(status: response.status, body: response.body), latency: latency ?? 0))
+        streamFreed()
     }
 
+    /// A stream finished during a read: reported at the read's end, or now if it was a draining connection's last.
+    private func streamFreed() {
+        streamsFreed = true
+        if book.isFinished, book.phase == .draining { streamsFinished() }
+    }
+
+    /// Reports what the current read (or timer) finished: the responses, then the capacity they freed. A draining
+    /// connection whose streams are all finished closes.
     private func streamsFinished() {
+        if !answers.isEmpty {
+            let batch = answers
+            answers.removeAll(keepingCapacity: true)
+            onEvent(.answered(batch))
+        }
+        streamsFreed = false
         if book.available > 0 { onEvent(.capacity(book.available)) }
         closeIfFinished()
     }
 
     public func channelReadComplete(context: ChannelHandlerContext) {
+        if streamsFreed || !answers.isEmpty { streamsFinished() }
         context.flush()
         context.fireChannelReadComplete()
     }
@@ -227,6 +255,11 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     public func channelInactive(context: ChannelHandlerContext) {
         deadlineTimer?.cancel()
         pingTimer?.cancel()
+        if !answers.isEmpty {
+            let batch = answers
+            answers = []
+            onEvent(.answered(batch))
+        }
         responses = [:]
         let lost = book.closed()
         if !lost.isEmpty { onEvent(.lost(lost, reason: "connection lost")) }
@@ -318,6 +351,10 @@ extension HTTP2ClientConnection {
     ) -> EventLoopFuture<(any Channel, NIOLoopBound<HTTP2ClientConnection>)> {
         ClientBootstrap.gateway(group: group, connectTimeout: connectTimeout, tls: tls, host: host) { sync in
             var configuration = NIOHTTP2Handler.ConnectionConfiguration()
+            // The request fields are ours (lower-case names, values checked when the event was decoded), and a
+            // response is read only for its :status and body: validating every header block costs more than
+            // building it.
+            configuration.headerBlockValidation = .disabled
             configuration.initialSettings = [
                 HTTP2Setting(parameter: .enablePush, value: 0),
                 HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),

@@ -52,7 +52,22 @@ final class HTTP2Pool: Sendable {
         /// every N requests would fail the same batch until `max_attempts` ran out.
         var streamWindow: Int
         /// Responses by status and reason (their counters, made on first use).
-        var responseCounters: [String: Counter] = [:]
+        var responseCounters: [ResponseKey: Counter] = [:]
+
+        mutating func responseCounter(_ key: ResponseKey, app: String) -> Counter {
+            if let c = responseCounters[key] { return c }
+            let c = Counter(label: "pushworker_http2_responses_total", dimensions: [
+                ("app", app), ("status", String(key.status)), ("reason", key.reason ?? ""),
+            ])
+            responseCounters[key] = c
+            return c
+        }
+    }
+
+    /// A response's status and reason: what its counter is labelled with.
+    private struct ResponseKey: Hashable {
+        var status: Int
+        var reason: String?
     }
 
     init(
@@ -235,36 +250,43 @@ final class HTTP2Pool: Sendable {
                 if case .ready(let handler, _) = s.slots[slot] { handler } else { nil }
             }
             if let handler { pump(handler.value, slot: slot) }
-        case .answered(var delivery, let response, let latency):
-            metrics.latency.recordNanoseconds(latency)
-            let (decision, effects) = policy.decide(response, for: &delivery, now: now, nowMilliseconds: now * 1000)
-            // One lock per response: its counter, and what it says of the credentials and the stream window.
-            let key = "\(response.status) \(response.reason ?? "")"
-            let maximum = http2.maxConcurrentStreams
-            let counter = state.withLock { s in
-                if let refused = effects.credentialsRefused {
-                    s.credentialsRefused = refused
-                } else if response.status == 200 {
-                    s.credentialsRefused = nil
-                    if s.streamWindow < maximum { s.streamWindow += 1 }
+        case .answered(let answers):
+            var decisions: [(HTTP2Delivery, HTTP2ResponsePolicy.Decision)] = []
+            decisions.reserveCapacity(answers.count)
+            var counts: [ResponseKey: Int] = [:]
+            var successes = 0
+            var refused: String?
+            var retire = false
+            for answer in answers {
+                var delivery = answer.delivery
+                let response = answer.response
+                metrics.latency.recordNanoseconds(answer.latency)
+                let (decision, effects) = policy.decide(response, for: &delivery, now: now, nowMilliseconds: now * 1000)
+                counts[ResponseKey(status: response.status, reason: response.reason), default: 0] += 1
+                if let r = effects.credentialsRefused { refused = r } else if response.status == 200 { successes += 1 }
+                if effects.renewToken, let tokens, let rejected = delivery.authorization {
+                    _ = try? tokens.renew(rejected: rejected, now: now)
                 }
-                if let c = s.responseCounters[key] { return c }
-                let c = Counter(label: "pushworker_http2_responses_total", dimensions: [
-                    ("app", "\(endpoint.key)"), ("status", String(response.status)), ("reason", response.reason ?? ""),
-                ])
-                s.responseCounters[key] = c
-                return c
+                retire = retire || effects.retireConnection
+                decisions.append((delivery, decision))
             }
-            counter.increment()
-            if effects.renewToken, let tokens, let rejected = delivery.authorization {
-                _ = try? tokens.renew(rejected: rejected, now: now)
+            // One lock per batch: the counters, and what the responses say of the credentials and the stream window.
+            let maximum = http2.maxConcurrentStreams
+            let counters: [(Counter, Int)] = state.withLock { s in
+                if let refused {
+                    s.credentialsRefused = refused
+                } else if successes > 0 {
+                    s.credentialsRefused = nil
+                    s.streamWindow = min(maximum, s.streamWindow + successes)
+                }
+                return counts.map { key, n in (s.responseCounter(key, app: "\(endpoint.key)"), n) }
             }
-            if effects.retireConnection { retire(slot: slot) }
-            if let refused = effects.credentialsRefused {
+            for (counter, n) in counters { counter.increment(by: Int64(n)) }
+            if let refused {
                 logger.error("the provider API refused the app's credentials", metadata: ["app": "\(endpoint.key)", "reason": "\(refused)"])
-                retire(slot: slot)
             }
-            apply([(delivery, decision)])
+            if retire || refused != nil { self.retire(slot: slot) }
+            apply(decisions)
         case .unprocessed(let deliveries):
             apply(deliveries.map { ($0, policy.unprocessed($0, now: now)) })
         case .lost(let deliveries, let reason):
