@@ -66,6 +66,8 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     private let authorization: @Sendable () -> String?
     private let onEvent: @Sendable (HTTP2ConnectionEvent) -> Void
     private var context: ChannelHandlerContext?
+    /// Below the HTTP/2 handler: lets `submit` flush per stream and write to the socket once.
+    var coalescer: FlushCoalescer?
     /// Responses being read: status and body so far.
     private var responses: [UInt32: (status: Int, body: [UInt8])] = [:]
     private var deadlineTimer: Scheduled<Void>?
@@ -131,9 +133,17 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
 
     // MARK: Sending
 
-    /// Opens a stream for each request, as many as are available (the rest are returned), and flushes once.
+    /// Opens a stream for each request, as many as are available (the rest are returned), and writes to the socket
+    /// once.
+    ///
+    /// Each stream is flushed through the HTTP/2 handler on its own (the socket write waits in ``FlushCoalescer``
+    /// until the end): the handler sends the DATA frames of one flush in the order of a hash set, so a batch flushed
+    /// together would reach the server out of order, be answered out of order, and every stream closed away from the
+    /// oldest end costs both sides' HTTP/2 state a shift of up to all open streams.
     public func submit(_ deliveries: [HTTP2Delivery]) -> [HTTP2Delivery] {
         guard let context, available > 0 else { return deliveries }
+        coalescer?.hold()
+        defer { coalescer?.release() }
         let now = NIODeadline.now().uptimeNanoseconds
         var rest: [HTTP2Delivery] = []
         let token = authorization()
@@ -152,8 +162,8 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
             context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: headers)))), promise: nil)
             let body = context.channel.allocator.buffer(bytes: delivery.request.body)
             context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
+            context.flush()
         }
-        context.flush()
         armDeadlineTimer(context: context)
         announceDrainingIfNeeded()
         return rest
@@ -360,13 +370,44 @@ extension HTTP2ClientConnection {
                 HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
                 HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
             ]
+            let coalescer = FlushCoalescer()
+            try sync.addHandler(coalescer)
             try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: configuration))
-            try sync.addHandler(HTTP2ClientConnection(settings: settings, authorization: authorization, onEvent: onEvent))
+            let connection = HTTP2ClientConnection(settings: settings, authorization: authorization, onEvent: onEvent)
+            connection.coalescer = coalescer
+            try sync.addHandler(connection)
         }
             .connect(host: host, port: port)
             .flatMapThrowing { channel in
                 let handler = try channel.pipeline.syncOperations.handler(type: HTTP2ClientConnection.self)
                 return (channel, NIOLoopBound(handler, eventLoop: channel.eventLoop))
             }
+    }
+}
+
+/// Holds back flushes on their way to the socket while its owner writes a batch, and passes one on at the end.
+final class FlushCoalescer: ChannelOutboundHandler {
+    typealias OutboundIn = Any
+    private var holding = false
+    private var held = false
+
+    func hold() { holding = true }
+
+    /// Passes a held flush on.
+    func release() {
+        holding = false
+        if held {
+            held = false
+            flushContext?.flush()
+        }
+    }
+
+    private var flushContext: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) { flushContext = context }
+    func handlerRemoved(context: ChannelHandlerContext) { flushContext = nil }
+
+    func flush(context: ChannelHandlerContext) {
+        if holding { held = true } else { context.flush() }
     }
 }
