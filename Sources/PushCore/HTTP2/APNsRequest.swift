@@ -65,15 +65,27 @@ public struct APNsRequest: Hashable, Sendable {
     /// The request's headers in the order they are sent, pseudo-headers first; `authorization` when a provider
     /// token is given.
     public func headerFields(authorization: String? = nil) -> [(name: String, value: String)] {
-        var fields: [(name: String, value: String)] = [
-            (":method", "POST"), (":scheme", "https"), (":path", path),
-            ("apns-topic", topic), ("apns-push-type", pushType.rawValue),
-            ("apns-priority", Self.priorityText(priority)), ("apns-expiration", String(expiration)),
-            ("apns-id", apnsID.description),
-        ]
-        if let collapseID { fields.append(("apns-collapse-id", collapseID)) }
-        if let authorization { fields.append(("authorization", "bearer " + authorization)) }
+        var fields: [(name: String, value: String)] = []
+        fields.reserveCapacity(10)
+        forEachHeaderField(bearer: authorization.map { "bearer " + $0 }) { name, value, _ in fields.append((name, value)) }
         return fields
+    }
+
+    /// Calls `body` with each header field in the order they are sent, and whether its value is this request's
+    /// own (`:path`, `apns-expiration`, `apns-id`, `apns-collapse-id`: not worth a place in an HPACK table) or
+    /// shared by many requests. `bearer` is the whole `authorization` value ("bearer " and the provider token).
+    @inline(__always)
+    public func forEachHeaderField(bearer: String?, _ body: (_ name: String, _ value: String, _ perRequest: Bool) -> Void) {
+        body(":method", "POST", false)
+        body(":scheme", "https", false)
+        body(":path", path, true)
+        body("apns-topic", topic, false)
+        body("apns-push-type", pushType.rawValue, false)
+        body("apns-priority", Self.priorityText(priority), false)
+        body("apns-expiration", String(expiration), true)
+        body("apns-id", apnsID.description, true)
+        if let collapseID { body("apns-collapse-id", collapseID, true) }
+        if let bearer { body("authorization", bearer, false) }
     }
 
     static func priorityText(_ priority: Priority) -> String {

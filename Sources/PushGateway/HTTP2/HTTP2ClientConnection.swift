@@ -147,6 +147,7 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
         let now = NIODeadline.now().uptimeNanoseconds
         var rest: [HTTP2Delivery] = []
         let token = authorization()
+        let bearer = token.map { "bearer " + $0 }
         for var delivery in deliveries {
             guard book.available > 0 else {
                 rest.append(delivery)
@@ -157,8 +158,11 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
             let id = book.start(delivery, now: Int64(now))
             let stream = HTTP2StreamID(Int(id))
             var headers = HPACKHeaders()
-            for field in delivery.request.headerFields(authorization: token) { headers.add(name: field.name, value: field.value) }
-            headers.add(name: "content-length", value: String(delivery.request.body.count))
+            headers.reserveCapacity(11)
+            delivery.request.forEachHeaderField(bearer: bearer) { name, value, perRequest in
+                headers.add(name: name, value: value, indexing: perRequest ? .nonIndexable : .indexable)
+            }
+            headers.add(name: "content-length", value: String(delivery.request.body.count), indexing: .nonIndexable)
             context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: headers)))), promise: nil)
             let body = context.channel.allocator.buffer(bytes: delivery.request.body)
             context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
