@@ -56,6 +56,7 @@ func blast(_ frames: ByteBuffer, port: Int, context: NIOSSLContext) async throws
 
 let benchmarks: @Sendable () -> Void = {
     engineBenchmarks()
+    http2EngineBenchmarks()
     Benchmark.defaultConfiguration = .init(
         metrics: [.throughput, .wallClock, .cpuTotal, .peakMemoryResident],
         scalingFactor: .kilo, maxDuration: .seconds(20), maxIterations: 10)
