@@ -141,6 +141,16 @@ import Testing
         #expect(Set(recorded.map(\.token)).count == 200)
     }
 
+    @Test(.timeLimit(.minutes(1))) func requestsReachTheServerInTheOrderOfTheirStreams() async throws {
+        // A batch's bodies in hash order would have the server finish (and both sides close) streams out of order.
+        let (tally, recorded) = try await Self.run(Self.simulator { $0.maxConcurrentStreams = 1000 }, count: 600, token: false)
+        #expect(tally.answered == [200: 600])
+        let expected = Self.deliveries(600).map { Array($0.request.token.bytes) }
+        #expect(recorded.count == 600)
+        let firstOutOfOrder = zip(recorded.map(\.token), expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+        #expect(firstOutOfOrder == nil)
+    }
+
     @Test(.timeLimit(.minutes(1))) func ourCapHoldsBelowTheServersLimit() async throws {
         let (tally, _) = try await Self.run(Self.simulator { $0.maxConcurrentStreams = 1000 }, count: 300, token: false, cap: 25)
         #expect(tally.answered == [200: 300])

@@ -72,8 +72,8 @@ public struct APNsRequest: Hashable, Sendable {
     }
 
     /// Calls `body` with each header field in the order they are sent, and whether its value is this request's
-    /// own (`:path`, `apns-expiration`, `apns-id`, `apns-collapse-id`: not worth a place in an HPACK table) or
-    /// shared by many requests. `bearer` is the whole `authorization` value ("bearer " and the provider token).
+    /// own (`:path`, `apns-id`, `apns-collapse-id`: not worth a place in an HPACK table) or shared by many requests
+    /// (an expiration is shared by the events of one second). `bearer` is the whole `authorization` value ("bearer " and the provider token).
     @inline(__always)
     public func forEachHeaderField(bearer: String?, _ body: (_ name: String, _ value: String, _ perRequest: Bool) -> Void) {
         body(":method", "POST", false)
@@ -82,7 +82,7 @@ public struct APNsRequest: Hashable, Sendable {
         body("apns-topic", topic, false)
         body("apns-push-type", pushType.rawValue, false)
         body("apns-priority", Self.priorityText(priority), false)
-        body("apns-expiration", String(expiration), true)
+        body("apns-expiration", String(expiration), false)
         body("apns-id", apnsID.description, true)
         if let collapseID { body("apns-collapse-id", collapseID, true) }
         if let bearer { body("authorization", bearer, false) }

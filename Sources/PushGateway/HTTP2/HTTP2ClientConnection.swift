@@ -162,7 +162,7 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
             delivery.request.forEachHeaderField(bearer: bearer) { name, value, perRequest in
                 headers.add(name: name, value: value, indexing: perRequest ? .nonIndexable : .indexable)
             }
-            headers.add(name: "content-length", value: String(delivery.request.body.count), indexing: .nonIndexable)
+            headers.add(name: "content-length", value: String(delivery.request.body.count), indexing: .indexable)
             context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: headers)))), promise: nil)
             let body = context.channel.allocator.buffer(bytes: delivery.request.body)
             context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
