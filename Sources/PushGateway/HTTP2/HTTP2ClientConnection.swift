@@ -35,8 +35,8 @@ public struct HTTP2Answer: Sendable {
 /// (no channel per stream). It keeps an ``HTTP2StreamBook`` and carries out its answers: opens a stream per
 /// submitted request (HEADERS with the request's fields and the current provider token, then DATA with the body),
 /// reads each response's status and JSON body, follows SETTINGS, GOAWAY and RST_STREAM, resets streams whose
-/// deadline passed, gives the connection's flow-control window back, sends PING when idle and closes a connection
-/// whose PING goes unanswered. Everything happens on the channel's event loop; `onEvent` is called there. Responses
+/// deadline passed, gives the connection's flow-control window back, sends PING when idle and before reuse after a
+/// long idle, and closes a connection whose PING goes unanswered. Everything happens on the channel's event loop; `onEvent` is called there. Responses
 /// are reported together once per read from the socket (with one capacity event after them), so that the owner
 /// settles and refills in batches rather than once per stream.
 public final class HTTP2ClientConnection: ChannelInboundHandler {
@@ -53,6 +53,9 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
         public var pingInterval: TimeAmount = .seconds(60)
         /// A PING unanswered this long closes the connection (silently dropped by a firewall).
         public var pingTimeout: TimeAmount = .seconds(10)
+        /// A connection with no stream open and nothing received for this long is checked with PING before it takes
+        /// new streams: a path dropped silently while idle would otherwise swallow a batch until its deadline.
+        public var reuseCheckAfter: TimeAmount = .seconds(30)
 
         public init(maxConcurrentStreams: Int, oneStreamUntilSuccess: Bool, requestTimeout: TimeAmount) {
             self.maxConcurrentStreams = maxConcurrentStreams
@@ -75,6 +78,9 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     private var pingTimer: Scheduled<Void>?
     private var lastRead = NIODeadline.now()
     private var pingOutstanding = false
+    /// A PING sent before reuse after a long idle is unanswered: no stream opens until something arrives.
+    private var checkingPath = false
+    private var pathCheckTimer: Scheduled<Void>?
     /// DATA bytes read since the last connection WINDOW_UPDATE.
     private var unacknowledged = 0
     private var announcedDraining = false
@@ -102,7 +108,7 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     }
 
     /// Streams that may open now (none before the channel is active: the HTTP/2 preface goes first).
-    public var available: Int { active ? book.available : 0 }
+    public var available: Int { active && !checkingPath ? book.available : 0 }
     /// Streams open now.
     public var openStreams: Int { book.openCount }
     /// Our cap on this connection's concurrent streams (at most `Settings.maxConcurrentStreams`).
@@ -115,6 +121,7 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
 
     public func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        lastRead = context.eventLoop.now
         schedulePing(context: context)
         if context.channel.isActive { active = true }
     }
@@ -122,12 +129,13 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     public func channelActive(context: ChannelHandlerContext) {
         active = true
         context.fireChannelActive()
-        onEvent(.capacity(book.available))
+        onEvent(.capacity(available))
     }
 
     public func handlerRemoved(context: ChannelHandlerContext) {
         deadlineTimer?.cancel()
         pingTimer?.cancel()
+        pathCheckTimer?.cancel()
         self.context = nil
     }
 
@@ -142,6 +150,10 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     /// oldest end costs both sides' HTTP/2 state a shift of up to all open streams.
     public func submit(_ deliveries: [HTTP2Delivery]) -> [HTTP2Delivery] {
         guard let context, available > 0 else { return deliveries }
+        if book.openCount == 0, context.eventLoop.now - lastRead >= settings.reuseCheckAfter {
+            checkPath(context: context)
+            return deliveries
+        }
         coalescer?.hold()
         defer { coalescer?.release() }
         let now = NIODeadline.now().uptimeNanoseconds
@@ -184,8 +196,14 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
-        lastRead = .now()
+        lastRead = context.eventLoop.now
         pingOutstanding = false
+        if checkingPath {
+            // Anything from the server proves the path: the streams wait no longer (announced at the read's end).
+            checkingPath = false
+            pathCheckTimer?.cancel()
+            streamsFreed = true
+        }
         let id = UInt32(Int32(frame.streamID))
         switch frame.payload {
         case .headers(let headers):
@@ -256,7 +274,7 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
             onEvent(.answered(batch))
         }
         streamsFreed = false
-        if book.available > 0 { onEvent(.capacity(book.available)) }
+        if available > 0 { onEvent(.capacity(available)) }
         closeIfFinished()
     }
 
@@ -269,6 +287,7 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     public func channelInactive(context: ChannelHandlerContext) {
         deadlineTimer?.cancel()
         pingTimer?.cancel()
+        pathCheckTimer?.cancel()
         if !answers.isEmpty {
             let batch = answers
             answers = []
@@ -330,7 +349,7 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
                 context.close(promise: nil)
                 return
             }
-            if NIODeadline.now() - lastRead >= settings.pingInterval {
+            if context.eventLoop.now - lastRead >= settings.pingInterval {
                 pingOutstanding = true
                 context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 1), ack: false))), promise: nil)
                 pingTimer = context.eventLoop.assumeIsolated().scheduleTask(in: settings.pingTimeout) { [self] in
@@ -340,6 +359,15 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
                 return
             }
             schedulePing(context: context)
+        }
+    }
+
+    /// Sends PING before a long-idle connection takes streams again; closes it if nothing comes back in time.
+    private func checkPath(context: ChannelHandlerContext) {
+        checkingPath = true
+        context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 2), ack: false))), promise: nil)
+        pathCheckTimer = context.eventLoop.assumeIsolated().scheduleTask(in: settings.pingTimeout) { [self] in
+            if checkingPath { self.context?.close(promise: nil) }
         }
     }
 

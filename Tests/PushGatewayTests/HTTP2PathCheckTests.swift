@@ -1,0 +1,89 @@
+import NIOCore
+import NIOEmbedded
+import NIOHTTP2
+import Synchronization
+import Testing
+@testable import PushGateway
+
+/// A connection idle for long is checked with PING before it takes new streams, and closed if the PING goes
+/// unanswered (the connection handler alone on an embedded channel, its clock advanced by hand).
+struct HTTP2PathCheckTests {
+    /// What the connection reported.
+    final class Seen: Sendable {
+        private let state = Mutex((capacity: 0, closed: false))
+        var capacity: Int { state.withLock { $0.capacity } }
+        var closed: Bool { state.withLock { $0.closed } }
+        func sawCapacity() { state.withLock { $0.capacity += 1 } }
+        func sawClose() { state.withLock { $0.closed = true } }
+    }
+
+    static func connection(_ seen: Seen) throws -> (EmbeddedChannel, HTTP2ClientConnection) {
+        var settings = HTTP2ClientConnection.Settings(maxConcurrentStreams: 10, oneStreamUntilSuccess: false, requestTimeout: .seconds(60))
+        settings.reuseCheckAfter = .seconds(30)
+        settings.pingInterval = .seconds(3600)
+        let handler = HTTP2ClientConnection(settings: settings, authorization: { nil }) { event in
+            switch event {
+            case .capacity: seen.sawCapacity()
+            case .closed: seen.sawClose()
+            default: break
+            }
+        }
+        let channel = EmbeddedChannel(handler: handler)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        try channel.writeInbound(HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: 10)]))))
+        return (channel, handler)
+    }
+
+    static func outbound(_ channel: EmbeddedChannel) throws -> [HTTP2Frame.FramePayload] {
+        var frames: [HTTP2Frame.FramePayload] = []
+        while let frame = try channel.readOutbound(as: HTTP2Frame.self) { frames.append(frame.payload) }
+        return frames
+    }
+
+    static func isPing(_ payload: HTTP2Frame.FramePayload) -> Bool {
+        if case .ping(_, ack: false) = payload { true } else { false }
+    }
+
+    @Test func aRecentlyActiveConnectionTakesStreamsAtOnce() throws {
+        let seen = Seen()
+        let (channel, handler) = try Self.connection(seen)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(29))
+        let rest = handler.submit(HTTP2ClientConnectionTests.deliveries(3))
+        #expect(rest.isEmpty)
+        let frames = try Self.outbound(channel)
+        #expect(frames.count == 6 && !frames.contains(where: Self.isPing))  // HEADERS and DATA for each
+    }
+
+    @Test func aLongIdleConnectionIsCheckedWithPingBeforeItTakesStreams() throws {
+        let seen = Seen()
+        let (channel, handler) = try Self.connection(seen)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(31))
+        let capacityBefore = seen.capacity
+        // Nothing opens: the requests go back to the pool (for other connections) and a PING goes out alone.
+        #expect(handler.submit(HTTP2ClientConnectionTests.deliveries(3)).count == 3)
+        #expect(handler.available == 0)
+        let frames = try Self.outbound(channel)
+        #expect(frames.count == 1 && Self.isPing(frames[0]))
+        // The answer re-opens the connection and says so.
+        try channel.writeInbound(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 2), ack: true)))
+        #expect(handler.available == 10)
+        #expect(seen.capacity == capacityBefore + 1)
+        #expect(handler.submit(HTTP2ClientConnectionTests.deliveries(3)).isEmpty)
+        #expect(try Self.outbound(channel).count == 6)
+        // Its timeout has been cancelled: the connection stays.
+        channel.embeddedEventLoop.advanceTime(by: .seconds(20))
+        #expect(channel.isActive && !seen.closed)
+    }
+
+    @Test func aConnectionWhosePingGoesUnansweredIsClosedWithNothingOnIt() throws {
+        let seen = Seen()
+        let (channel, handler) = try Self.connection(seen)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(31))
+        #expect(handler.submit(HTTP2ClientConnectionTests.deliveries(3)).count == 3)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(9))
+        #expect(channel.isActive)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(!channel.isActive)
+        #expect(seen.closed)
+    }
+}
