@@ -25,6 +25,7 @@ public final class KafkaReplayReader: Sendable {
     public let records: Batches
     private let continuation: AsyncStream<[KafkaRecord]>.Continuation
     private let budget: ReadAheadBudget
+    private let follow: Bool
 
     /// Records read and not yet taken from ``records``, at most (a batch of up to 1,000 may pass it when nothing is
     /// outstanding).
@@ -36,10 +37,14 @@ public final class KafkaReplayReader: Sendable {
     /// Whether the reader's thread waits for the consumer to take what it read.
     public var isWaitingForConsumer: Bool { budget.isWaiting }
 
+    /// - Parameter follow: the reader does not stop at the end offsets: once every partition has reached them it
+    ///   yields an empty batch (the range is read; what comes after was written since), and then follows the topic,
+    ///   until ``records`` is no longer iterated.
     public init(
         properties: [String: String], topic: String, start: Start, readAhead: Int = 10_000,
-        timeoutMilliseconds: Int32 = 10_000
+        timeoutMilliseconds: Int32 = 10_000, follow: Bool = false
     ) throws(KafkaError) {
+        self.follow = follow
         try LibRDKafka.checkVersion()
         var properties = properties
         properties["group.id"] = properties["group.id"] ?? "pushworker-replay"  // required by librdkafka; never committed
@@ -112,6 +117,9 @@ public final class KafkaReplayReader: Sendable {
         await runOnDedicatedThread(name: "kafka-replay") { [self] in readRange() }
     }
 
+    /// Ends ``run()`` (within a poll's 100 ms) and the batches; for a reader that follows the topic.
+    public func stop() { budget.cancel() }
+
     /// Reads the whole range and returns its records.
     public func readAll() async -> [KafkaRecord] {
         await withTaskGroup(of: [KafkaRecord].self) { group in
@@ -132,14 +140,33 @@ public final class KafkaReplayReader: Sendable {
 
     private func readRange() {
         var remaining = ranges.filter { !$0.value.isEmpty }.mapValues(\.upperBound)
-        while !remaining.isEmpty && !budget.isCancelled {
+        var followed = false
+        if follow {
+            // Every partition from its start, including those empty now: what is written later is followed.
+            let all = PartitionList(ranges.map { (TopicPartition(topic: topic, partition: $0.key), $0.value.lowerBound) })
+            _ = rd_kafka_assign(client, all.pointer)
+            withExtendedLifetime(all) {}
+            if remaining.isEmpty {
+                followed = true
+                continuation.yield([])
+            }
+        }
+        while (!remaining.isEmpty || followed) && !budget.isCancelled {
             var batch: [KafkaRecord] = []
             var timeout: Int32 = 100
             while batch.count < 1000, let message = rd_kafka_consumer_poll(client, timeout) {
                 timeout = 0
                 defer { rd_kafka_message_destroy(message) }
                 let m = message.pointee
-                guard let end = remaining[m.partition] else { continue }
+                if followed {
+                    if m.err == RD_KAFKA_RESP_ERR_NO_ERROR { batch.append(KafkaRecord(message: message)) }
+                    continue
+                }
+                guard let end = remaining[m.partition] else {
+                    // Following: a record past its partition's end, while others catch up.
+                    if follow, m.err == RD_KAFKA_RESP_ERR_NO_ERROR { batch.append(KafkaRecord(message: message)) }
+                    continue
+                }
                 if m.err == RD_KAFKA_RESP_ERR__PARTITION_EOF {
                     // The position reached the high watermark: past the end when the range ends in a transaction
                     // marker or in records compacted away.
@@ -153,6 +180,10 @@ public final class KafkaReplayReader: Sendable {
             if !batch.isEmpty {
                 budget.acquire(batch.count)  // waits while the consumer is readAhead behind
                 continuation.yield(batch)
+            }
+            if follow, !followed, remaining.isEmpty {
+                followed = true
+                continuation.yield([])
             }
         }
         continuation.finish()

@@ -29,6 +29,43 @@ import Testing
         #expect(acknowledged.load(ordering: .relaxed) == values.count)
     }
 
+    @Test(.timeLimit(.minutes(1))) func aFollowingReaderMarksTheEndOfWhatWasThereAndThenFollows() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("followed", partitions: 3)
+        try await Self.produce(cluster, topic: "followed", (0..<7).map { "before-\($0)" })
+        let reader = try KafkaReplayReader(
+            properties: ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"], topic: "followed", start: .earliest, follow: true)
+        let (before, after) = try await withThrowingTaskGroup(of: ([String], [String])?.self) { group in
+            group.addTask {
+                await reader.run()
+                return nil
+            }
+            group.addTask {
+                var before: [String] = []
+                var after: [String] = []
+                var caughtUp = false
+                for await batch in reader.records {
+                    if batch.isEmpty {
+                        #expect(!caughtUp, "one end marker")
+                        caughtUp = true
+                        try await Self.produce(cluster, topic: "followed", (0..<4).map { "after-\($0)" })
+                        continue
+                    }
+                    let values = batch.map { String(decoding: $0.value ?? [], as: UTF8.self) }
+                    if caughtUp { after += values } else { before += values }
+                    if after.count >= 4 { break }
+                }
+                reader.stop()
+                return (before, after)
+            }
+            var result: ([String], [String]) = ([], [])
+            for try await part in group { if let part { result = part } }
+            return result
+        }
+        #expect(before.sorted() == (0..<7).map { "before-\($0)" })
+        #expect(after.sorted() == (0..<4).map { "after-\($0)" })
+    }
+
     /// Consumes until `count` records arrived, settling each with `settle` (true: settled), then stops the
     /// consumer (which commits what is settled) and returns the records.
     static func consume(
