@@ -22,12 +22,13 @@ enum Acknowledgement: Sendable {
 public struct OutgoingMessage: Sendable {
     var topic: ProducerTopic
     var key: [UInt8]?
-    var value: [UInt8]
+    /// nil: a tombstone (a compacted topic forgets the key).
+    var value: [UInt8]?
     var attempts = 0
     let acknowledgement: Acknowledgement
 
     /// A message whose acknowledgement settles an output of the ledger record `ticket`.
-    public init(topic: ProducerTopic, key: [UInt8]?, value: [UInt8], ticket: LedgerTicket) {
+    public init(topic: ProducerTopic, key: [UInt8]?, value: [UInt8]?, ticket: LedgerTicket) {
         self.topic = topic
         self.key = key
         self.value = value
@@ -173,9 +174,9 @@ public final class KafkaProducer: Sendable {
             if batch.isEmpty { return }
             for (index, message) in batch.enumerated() {
                 let slot = thread.hold(message)
-                let error = message.value.withUnsafeBytes { value in
+                let error = (message.value ?? []).withUnsafeBytes { value in
                     (message.key ?? []).withUnsafeBytes { key in
-                        produceRaw(topic: message.topic, value: value, key: message.key == nil ? nil : key, opaque: slot)
+                        produceRaw(topic: message.topic, value: message.value == nil ? nil : value, key: message.key == nil ? nil : key, opaque: slot)
                     }
                 }
                 if error == RD_KAFKA_RESP_ERR_NO_ERROR {
@@ -193,14 +194,18 @@ public final class KafkaProducer: Sendable {
     }
 
     private func produceRaw(
-        topic: ProducerTopic, value: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer?, opaque: UnsafeMutableRawPointer
+        topic: ProducerTopic, value: UnsafeRawBufferPointer?, key: UnsafeRawBufferPointer?, opaque: UnsafeMutableRawPointer
     ) -> rd_kafka_resp_err_t {
         guard let rkt = handle(topic) else { return RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC }
+        // A null payload is a tombstone; an empty value needs an address all the same.
+        let payload = value.map { $0.baseAddress ?? UnsafeRawPointer(Self.emptyValue) }
         let result = rd_kafka_produce(
-            rkt, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY, UnsafeMutableRawPointer(mutating: value.baseAddress),
-            value.count, key?.baseAddress, key?.count ?? 0, opaque)
+            rkt, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY, UnsafeMutableRawPointer(mutating: payload),
+            value?.count ?? 0, key?.baseAddress, key?.count ?? 0, opaque)
         return result == 0 ? RD_KAFKA_RESP_ERR_NO_ERROR : rd_kafka_last_error()
     }
+
+    private nonisolated(unsafe) static let emptyValue = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)  // never written
 
     deinit {
         for handle in thread.handles { rd_kafka_topic_destroy(handle) }

@@ -22,6 +22,8 @@ public enum DeliveryErrorReason: String, CaseIterable, Hashable, Sendable, Codab
     case unregistered = "unregistered"
     /// HTTP/2: a final 4xx answer other than the token's or the payload size's.
     case rejected = "rejected"
+    /// The token was reported gone and has not been registered again since (SPEC section 10): not sent.
+    case tokenSuppressed = "token_suppressed"
 
     /// The gateway status this reason stands for, when it is one of the gateway's.
     public var gatewayStatus: GatewayStatus? {

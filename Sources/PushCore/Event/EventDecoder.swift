@@ -83,6 +83,7 @@ extension JSONReader {
 /// The fields of the event object, in the order their problems are reported.
 private enum EventField: Int, CaseIterable, KnownKey {
     case id, app, environment, token, payload, expiration, truncateAlert, priority, pushType, collapseID, apnsID
+    case tokenRegisteredAt
 
     static let table = allCases
 
@@ -101,6 +102,7 @@ private enum EventField: Int, CaseIterable, KnownKey {
         case .pushType: "push_type"
         case .collapseID: "collapse_id"
         case .apnsID: "apns_id"
+        case .tokenRegisteredAt: "token_registered_at"
         }
     }
 
@@ -176,6 +178,7 @@ private struct EventScan {
     var pushType: PushType?
     var collapseID: String?
     var apnsID: APNsID?
+    var tokenRegisteredAt: Int64?
 
     var payloadStart = 0
     var payloadEnd = 0
@@ -317,6 +320,34 @@ private struct EventScan {
                 return problem(field, "field 'apns_id' must be a UUID (8-4-4-4-12 hex digits), not \"\(reader.string(token).prefix(40))\"")
             }
             apnsID = parsed
+        case .tokenRegisteredAt:
+            tokenRegisteredAt = try readTime(field)
+        }
+    }
+
+    /// A time as UNIX seconds (an integer) or an RFC 3339 string; nil after reporting a problem.
+    private mutating func readTime(_ field: EventField) throws(JSONSyntaxError) -> Int64? {
+        switch reader.kindOfNextValue() {
+        case .number:
+            let value = reader.value(try reader.readNumber())
+            guard value == value.rounded(), value >= 0, value <= 4_294_967_295 else {
+                problem(field, "field '\(field.name)' must be UNIX seconds from 0 to 4294967295, not \(Self.format(value))")
+                return nil
+            }
+            return Int64(value)
+        case .string:
+            let token = try reader.readString()
+            let seconds = token.hasEscapes
+                ? RFC3339.parse(reader.string(token))
+                : RFC3339.parse(UnsafeRawBufferPointer(rebasing: reader.bytes[token.start..<token.end]))
+            guard let seconds, seconds >= 0 else {
+                problem(field, "field '\(field.name)' is not an RFC 3339 date-time after 1970: \"\(reader.string(token).prefix(64))\"")
+                return nil
+            }
+            return seconds
+        default:
+            try wrongType(field, expected: "UNIX seconds or an RFC 3339 string")
+            return nil
         }
     }
 
@@ -536,7 +567,7 @@ private struct EventScan {
             id: id!, app: app!, environment: environment, token: token, payload: payload, expiration: expiration,
             priority: priority ?? (contentAvailableOnly || (http2 && background) ? .conservePower : .immediate),
             alertTruncated: truncated, pushType: pushType, collapseID: collapseID, apnsID: apnsID,
-            contentAvailableOnly: contentAvailableOnly))
+            contentAvailableOnly: contentAvailableOnly, tokenRegisteredAt: tokenRegisteredAt))
     }
 
     private func parseToken() throws(DeviceTokenError) -> DeviceToken {

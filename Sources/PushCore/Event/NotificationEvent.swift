@@ -64,12 +64,16 @@ public struct NotificationEvent: Hashable, Sendable {
     public var apnsID: APNsID?
     /// Whether the payload's `aps` holds only `content-available` (a background notification).
     public var contentAvailableOnly: Bool
+    /// The event's `token_registered_at`, UNIX seconds: the device registered the token then, so a suppression from
+    /// before it no longer holds (SPEC section 10).
+    public var tokenRegisteredAt: Int64?
 
     public init(
         id: String, app: String, environment: APNsEnvironment?, token: DeviceToken, payload: [UInt8],
         expiration: Expiration, priority: Priority, alertTruncated: Bool = false, pushType: PushType? = nil,
-        collapseID: String? = nil, apnsID: APNsID? = nil, contentAvailableOnly: Bool = false
+        collapseID: String? = nil, apnsID: APNsID? = nil, contentAvailableOnly: Bool = false, tokenRegisteredAt: Int64? = nil
     ) {
+        self.tokenRegisteredAt = tokenRegisteredAt
         self.pushType = pushType
         self.collapseID = collapseID
         self.apnsID = apnsID

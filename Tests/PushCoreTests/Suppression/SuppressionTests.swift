@@ -107,3 +107,26 @@ struct SuppressionRecordTests {
         #expect(throws: SuppressionRecordError.self) { try SuppressionEntry(key: Array(key.utf8), value: Array(value.utf8)) }
     }
 }
+
+struct TokenRegisteredAtTests {
+    static func decode(_ field: String) -> Result<NotificationEvent, EventRejection> {
+        EventDecoder(format: .frame).decode(
+            #"{"id":"e1","app":"com.example.app","token":"\#(String(repeating: "ab", count: 32))","payload":{"aps":{"alert":"hi"}}\#(field)}"#)
+    }
+
+    @Test func itIsReadAsUNIXSecondsOrAnRFC3339Time() throws {
+        #expect(try Self.decode(#","token_registered_at":1790000000"#).get().tokenRegisteredAt == 1_790_000_000)
+        #expect(try Self.decode(#","token_registered_at":"2026-09-21T14:13:20Z""#).get().tokenRegisteredAt == 1_790_000_000)
+        #expect(try Self.decode("").get().tokenRegisteredAt == nil)
+    }
+
+    @Test(arguments: [#","token_registered_at":-1"#, #","token_registered_at":1.5"#, #","token_registered_at":true"#, #","token_registered_at":"soon""#])
+    func anythingElseIsAMalformedEvent(field: String) {
+        guard case .failure(let rejection) = Self.decode(field) else {
+            Issue.record("accepted \(field)")
+            return
+        }
+        #expect(rejection.reason == .malformedEvent)
+        #expect(rejection.detail.contains("token_registered_at"))
+    }
+}
