@@ -198,12 +198,18 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
     /// resolved.
     @inlinable
     public mutating func resolve(_ ticket: LedgerTicket, outputs: Int) -> (entry: Entry?, offset: Int64)? {
+        resolve(ticket) { _ in outputs }
+    }
+
+    /// ``resolve(_:outputs:)`` when how many output events there are depends on the record's entry.
+    @inlinable
+    public mutating func resolve(_ ticket: LedgerTicket, outputs: (Entry?) -> Int) -> (entry: Entry?, offset: Int64)? {
         guard let (s, i) = locate(ticket), !partitions[s].records[i].outcomeKnown else { return nil }
         let entry = partitions[s].records[i].entry
         let offset = partitions[s].records[i].offset
         partitions[s].records[i].entry = nil
         partitions[s].records[i].outcomeKnown = true
-        partitions[s].records[i].pendingOutputs += Int32(outputs)
+        partitions[s].records[i].pendingOutputs += Int32(outputs(entry))
         settledIfDone(s, i)
         return (entry, offset)
     }

@@ -11,7 +11,10 @@ public struct KafkaRecord: Sendable, Hashable {
     /// The record's timestamp, UNIX milliseconds (-1 when the broker gave none).
     public var timestamp: Int64
     public var key: [UInt8]?
+    /// Empty for a tombstone too (see ``isTombstone``).
     public var value: [UInt8]
+    /// A record without a value: on a compacted topic, the key's deletion.
+    public var isTombstone = false
 
     public var topicPartition: TopicPartition { TopicPartition(topic: topic, partition: partition) }
 }
@@ -247,6 +250,7 @@ extension KafkaRecord {
         let value = m.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: m.len)) } ?? []
         let key = m.key.map { Array(UnsafeRawBufferPointer(start: $0, count: m.key_len)) }
         self.init(topic: topic, partition: m.partition, offset: m.offset, timestamp: timestamp, key: key, value: value)
+        isTombstone = m.payload == nil
     }
 }
 

@@ -86,6 +86,8 @@ public struct WorkerConfiguration: Sendable, Equatable {
     public var apps: [App] = []
     public var caFile: String?
     public var delivery = Delivery()
+    /// The compacted topic of suppressed tokens shared by every instance (SPEC section 10); nil: no suppression.
+    public var suppressionTopic: String?
     public var feedbackIntervalSeconds = 86400
     public var spoolDirectory = "./spool"
     public var httpListen = "127.0.0.1:9464"
@@ -218,6 +220,11 @@ public struct WorkerConfiguration: Sendable, Equatable {
         feedbackIntervalSeconds = try r.int(f, "interval_s", in: 1...31_536_000) ?? feedbackIntervalSeconds
         spoolDirectory = try r.string(f, "spool_dir") ?? spoolDirectory
         try f.rejectUnknown()
+
+        let sup = try r.section(top.take("suppression"), path: "suppression")
+        suppressionTopic = try r.string(sup, "topic")
+        if suppressionTopic?.isEmpty == true { throw ConfigurationError(key: "suppression.topic", "is empty (leave it out for no suppression)") }
+        try sup.rejectUnknown()
 
         let h = try r.section(top.take("http"), path: "http")
         httpListen = try r.hostPort(h, "listen", allowPortZero: true) ?? httpListen

@@ -130,6 +130,7 @@ extension WorkerConfiguration {
             lines.append("  http2: a request unanswered after \(delivery.requestTimeoutMilliseconds) ms is retried")
         }
         lines.append("feedback: every \(feedbackIntervalSeconds) s, spool \(spoolDirectory)")
+        lines.append("suppression: \(suppressionTopic.map { "tokens reported gone are shared through \($0) (read whole at start, then followed)" } ?? "off")")
         lines.append("http: \(httpListen) (/metrics, /healthz, /readyz)")
         lines.append("log: \(logLevel), \(logFormat)")
         return lines.joined(separator: "\n")

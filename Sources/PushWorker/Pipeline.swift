@@ -13,6 +13,8 @@ public struct PipelineConfiguration: Sendable {
     public var deliveryReportTopic: String?
     /// Where HTTP/2 410 answers go as feedback events (SPEC section 9: HTTP/2 has no feedback service); nil: none.
     public var feedbackTopic: String?
+    /// The compacted topic of suppressed tokens (SPEC section 10); nil: no suppression.
+    public var suppressionTopic: String?
     /// Added to the record's timestamp when an event names no expiration.
     public var defaultTTLSeconds: Int64 = 86400
     /// The configured apps: for each bundle id, its environments (the first is the default when the event names
@@ -43,6 +45,8 @@ struct HeldEvent: Sendable {
     private var compactToken: CompactToken
     /// The Kafka record's timestamp, UNIX milliseconds (-1 when none).
     var timestamp: Int64
+    /// Its token is suppressed but was registered again since: once accepted, the suppression is lifted.
+    var liftsSuppression = false
 
     init(id: String, endpoint: Int, token: DeviceToken, timestamp: Int64) {
         self.id = id
@@ -108,6 +112,11 @@ public final class Pipeline: RecordSink {
     private let errorTopic: ProducerTopic
     private let reportTopic: ProducerTopic?
     private let feedbackTopic: ProducerTopic?
+    /// Suppressed tokens (SPEC section 10) and their topic; nil without `suppression.topic`.
+    private let suppression: SuppressionList?
+    private let suppressionTopic: ProducerTopic?
+    /// Per endpoint, `pushworker_suppressed_total{app}`.
+    private let suppressedCounters: [Counter]
     /// Per endpoint, its HTTP/2 settings (nil for a binary endpoint).
     private let http2Apps: [HTTP2AppSettings?]
     private let engineBox = Mutex<DeliveryEngine?>(nil)
@@ -137,9 +146,15 @@ public final class Pipeline: RecordSink {
 
     public init(
         configuration: PipelineConfiguration, producer: KafkaProducer, delivery: DeliveryConfiguration,
+        suppression: SuppressionList? = nil,
         logger: Logger = Logger(label: "pushworker.pipeline"), wallClockMilliseconds: @escaping @Sendable () -> Int64
     ) throws {
         self.configuration = configuration
+        self.suppression = configuration.suppressionTopic == nil ? nil : (suppression ?? SuppressionList())
+        suppressionTopic = configuration.suppressionTopic.map { producer.topic($0) }
+        suppressedCounters = configuration.endpoints.map {
+            Counter(label: "pushworker_suppressed_total", dimensions: [("app", $0.app), ("environment", $0.environment.rawValue)])
+        }
         self.producer = producer
         self.logger = logger
         self.wallClock = wallClockMilliseconds
@@ -316,11 +331,11 @@ public final class Pipeline: RecordSink {
                 case .success(let legacy): event = legacy
                 }
             }
+            var held = HeldEvent(id: event.id, endpoint: index, token: event.token, timestamp: timestamp)
+            if let suppressed = checkSuppression(event, endpoint: index, held: &held, now: now, source: source) { return suppressed }
             let recordSeconds = timestamp >= 0 ? timestamp / 1000 : now / 1000
             let notification = event.notification(identifier: 0, recordTimestamp: recordSeconds, defaultTTL: configuration.defaultTTLSeconds)
-            return .deliver(
-                HeldEvent(id: event.id, endpoint: index, token: event.token, timestamp: timestamp),
-                Delivery(ticket: DeliveryTicket(0), notification: notification, format: endpointFormats[index]))
+            return .deliver(held, Delivery(ticket: DeliveryTicket(0), notification: notification, format: endpointFormats[index]))
         }
     }
 
@@ -332,18 +347,42 @@ public final class Pipeline: RecordSink {
         case .failure(let rejection):
             return rejected(rejection, value, endpoint: index, now: now, source: source)
         case .success(let event):
+            var held = HeldEvent(id: event.id, endpoint: index, token: event.token, timestamp: timestamp)
+            if let suppressed = checkSuppression(event, endpoint: index, held: &held, now: now, source: source) { return suppressed }
             let recordSeconds = timestamp >= 0 ? timestamp / 1000 : now / 1000
             do {
                 let request = try APNsRequest(
                     event: event, app: http2Apps[index]!, recordTimestamp: recordSeconds, defaultTTL: configuration.defaultTTLSeconds)
-                return .deliverHTTP2(
-                    HeldEvent(id: event.id, endpoint: index, token: event.token, timestamp: timestamp),
-                    HTTP2Delivery(ticket: DeliveryTicket(0), request: request))
+                return .deliverHTTP2(held, HTTP2Delivery(ticket: DeliveryTicket(0), request: request))
             } catch {
                 return .reject(DeliveryErrorEvent(
                     failed: event, reason: .rejected, status: nil,
                     detail: "push type mdm needs the app entry's topic (apps[].topic)", attempts: 0, source: source(), occurredAt: now))
             }
+        }
+    }
+
+    /// SPEC section 10: an event to a suppressed token ends as `token_suppressed`, unless its `token_registered_at`
+    /// is later than the invalidation: then it goes out and, once accepted, lifts the suppression.
+    private func checkSuppression(
+        _ event: NotificationEvent, endpoint index: Int, held: inout HeldEvent, now: Int64, source: () -> RecordSource
+    ) -> Decoded? {
+        guard let suppression else { return nil }
+        let environment = endpointKeys[index].environment
+        switch suppression.verdict(SuppressionKey(app: event.app, environment: environment, token: event.token), registeredAt: event.tokenRegisteredAt) {
+        case .send:
+            return nil
+        case .sendAndLift:
+            held.liftsSuppression = true
+            return nil
+        case .suppressed(let invalidatedAt, let reason):
+            suppressedCounters[index].increment()
+            var failed = event
+            failed.environment = environment
+            return .reject(DeliveryErrorEvent(
+                failed: failed, reason: .tokenSuppressed, status: nil,
+                detail: "token invalidated at \(RFC3339.format(unixSeconds: invalidatedAt)) (\(reason.rawValue)), not registered again since",
+                attempts: 0, source: source(), occurredAt: now))
         }
     }
 
@@ -419,9 +458,19 @@ public final class Pipeline: RecordSink {
         state.withLock { s in
             for outcome in outcomes {
                 let ticket = LedgerTicket(outcome.ticket)
-                // A 410 gives a feedback event too (when the feedback topic is set).
-                let outputs = outcome.result == .accepted ? reportOutputs : (outcome.unregisteredAt != nil && feedbackTopic != nil ? 2 : 1)
-                guard let (entry, offset) = s.ledger.resolve(ticket, outputs: outputs), let entry else { continue }
+                var outputs = 0
+                guard let (entry, offset) = s.ledger.resolve(ticket, outputs: { entry in
+                    if outcome.result == .accepted {
+                        // A token registered again: its suppression's tombstone.
+                        outputs = reportOutputs + (suppressionTopic != nil && entry?.liftsSuppression == true ? 1 : 0)
+                    } else {
+                        // A 410 gives a feedback event too (when the feedback topic is set); a token reported gone,
+                        // a suppression record.
+                        outputs = 1 + (outcome.unregisteredAt != nil && feedbackTopic != nil ? 1 : 0)
+                            + (suppressionTopic != nil && Self.suppressionReason(of: outcome) != nil ? 1 : 0)
+                    }
+                    return outputs
+                }), let entry else { continue }
                 // The record's source only for the events that name it (not for an accepted one without a report).
                 let source = outputs == 0 ? nil : s.ledger.topicPartition(slot: ticket.slot).source(offset: offset)
                 resolved.append((outcome, ticket, entry, source))
@@ -442,11 +491,17 @@ public final class Pipeline: RecordSink {
         var messages: [OutgoingMessage] = []
         var accepted = 0
         var reasons: [DeliveryErrorReason] = []
+        var suppressions: [SuppressionEntry] = []
         for (outcome, ticket, entry, source) in resolved {
             let endpoint = endpointKeys[entry.endpoint]
             switch outcome.result {
             case .accepted:
                 accepted += 1
+                if entry.liftsSuppression, let suppressionTopic {
+                    let key = SuppressionRecord.key(app: endpoint.app, environment: endpoint.environment, token: entry.token)
+                    messages.append(OutgoingMessage(topic: suppressionTopic, key: key, value: nil, ticket: ticket))
+                    suppressions.append(.lift(SuppressionKey(app: endpoint.app, environment: endpoint.environment, token: entry.token)))
+                }
                 if entry.timestamp > 0 { latency.recordMilliseconds(max(0, now - entry.timestamp)) }
                 if let reportTopic, let source {
                     let token = entry.token
@@ -470,11 +525,32 @@ public final class Pipeline: RecordSink {
                         timestamp: UInt32(clamping: unregisteredAt / 1000), receivedAt: now)
                     messages.append(OutgoingMessage(topic: feedbackTopic, key: Array(hex.utf8), value: feedback.json(), ticket: ticket))
                 }
+                if let suppressionTopic, let suppressionReason = Self.suppressionReason(of: outcome) {
+                    // SPEC section 10: the 410's timestamp, else the time of the answer.
+                    let record = SuppressionRecord(
+                        app: endpoint.app, environment: endpoint.environment, token: entry.token,
+                        invalidatedAtMilliseconds: outcome.unregisteredAt ?? now, reason: suppressionReason)
+                    messages.append(OutgoingMessage(topic: suppressionTopic, key: record.key, value: record.json(), ticket: ticket))
+                    suppressions.append(.suppress(record))
+                }
                 reasons.append(reason)
             }
         }
+        // This instance suppresses at once; the others when they read the records.
+        suppression?.apply(suppressions)
         producer.produce(messages)
         record(accepted: accepted, errors: reasons)
+    }
+
+    /// Why an outcome suppresses its token (SPEC section 10): binary status 8, HTTP/2 410 and 400 BadDeviceToken.
+    static func suppressionReason(of outcome: DeliveryOutcome) -> SuppressionReason? {
+        switch outcome.result {
+        case .failed(.invalidToken, _, let detail):
+            // HTTP/2 400 DeviceTokenNotForTopic is the token of another app: not gone.
+            outcome.httpStatus == nil ? .invalidToken : (detail == APNsReason.badDeviceToken.rawValue ? .badDeviceToken : nil)
+        case .failed(.unregistered, _, _): .unregistered
+        default: nil
+        }
     }
 
     /// Adds a batch's figures to the counts (one lock) and the metrics.

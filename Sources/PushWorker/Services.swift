@@ -13,7 +13,8 @@ extension Worker {
             .init(service: SecondSignal(logger: logger), successTerminationBehavior: .ignore, failureTerminationBehavior: .cancelGroup),
             .init(service: ProducerService(producer: producer), successTerminationBehavior: .gracefullyShutdownGroup),
             .init(service: HTTPService(endpoints: http, listen: configuration.httpListen, logger: logger), successTerminationBehavior: .gracefullyShutdownGroup),
-            .init(service: ConsumerService(consumer: consumer), successTerminationBehavior: .gracefullyShutdownGroup),
+        ] + (suppression.map { [.init(service: $0.service, successTerminationBehavior: .gracefullyShutdownGroup)] } ?? []) + [
+            .init(service: ConsumerService(consumer: consumer, suppression: suppression?.list), successTerminationBehavior: .gracefullyShutdownGroup),
             .init(service: PipelineService(worker: self), successTerminationBehavior: .gracefullyShutdownGroup),
             .init(service: FeedbackService(poller: feedback), successTerminationBehavior: .ignore),
         ]
@@ -67,11 +68,17 @@ struct ProducerService: Service {
 }
 
 /// The consumer's poll thread, until graceful shutdown or cancellation; then it stores and commits the settled
-/// offsets and leaves the group.
+/// offsets and leaves the group. With token suppression it joins the group only once the suppression topic is read
+/// (SPEC section 10: no event is checked against a table still loading).
 struct ConsumerService: Service {
     let consumer: KafkaConsumer
+    let suppression: SuppressionList?
 
     func run() async throws {
+        if let suppression {
+            await cancelWhenGracefulShutdown { await suppression.waitUntilLoaded() }
+            guard suppression.isLoaded else { return }
+        }
         await withGracefulShutdownHandler {
             await consumer.run()
         } onGracefulShutdown: {

@@ -23,6 +23,8 @@ public final class Worker: Sendable {
     let producer: KafkaProducer
     let pipeline: Pipeline
     let feedback: FeedbackPoller
+    /// Suppressed tokens and the reader of their topic (`suppression.topic`).
+    let suppression: (list: SuppressionList, service: SuppressionService)?
     let logger: Logger
     private let registry: PrometheusCollectorRegistry?
     let http: HTTPEndpoints
@@ -48,9 +50,22 @@ public final class Worker: Sendable {
             deliveryReportTopic: configuration.kafka.deliveryReportTopic, endpoints: endpoints)
         pipelineConfiguration.feedbackTopic = configuration.kafka.feedbackTopic
         pipelineConfiguration.defaultTTLSeconds = Int64(configuration.delivery.defaultTTLSeconds)
+        pipelineConfiguration.suppressionTopic = configuration.suppressionTopic
+        if let topic = configuration.suppressionTopic {
+            let list = SuppressionList()
+            var readerProperties = properties.consumerProperties(groupID: "\(configuration.kafka.groupID)-suppression")
+            readerProperties["enable.auto.commit"] = nil
+            do {
+                suppression = (list, try SuppressionService(properties: readerProperties, topic: topic, list: list, logger: logger))
+            } catch {
+                throw ConfigurationError(key: "suppression.topic", "cannot read topic \(topic): \(error)")
+            }
+        } else {
+            suppression = nil
+        }
         pipeline = try Pipeline(
             configuration: pipelineConfiguration, producer: producer, delivery: configuration.deliveryConfiguration,
-            logger: logger, wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
+            suppression: suppression?.list, logger: logger, wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
         consumer = try KafkaConsumer(
             properties: properties.consumerProperties(groupID: configuration.kafka.groupID),
             topics: configuration.kafka.inputTopics,
@@ -71,8 +86,10 @@ public final class Worker: Sendable {
                 registry?.emit(into: &out)
                 return out
             },
-            readiness: { [consumer, pipeline] in
-                Readiness.evaluate(assignedPartitions: consumer.assignment.count, apps: pipeline.engineStatus)
+            readiness: { [consumer, pipeline, suppression] in
+                Readiness.evaluate(
+                    assignedPartitions: consumer.assignment.count, apps: pipeline.engineStatus,
+                    suppressionLoaded: suppression.map { $0.list.isLoaded })
             })
     }
 

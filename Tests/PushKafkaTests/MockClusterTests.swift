@@ -51,7 +51,7 @@ import Testing
                         try await Self.produce(cluster, topic: "followed", (0..<4).map { "after-\($0)" })
                         continue
                     }
-                    let values = batch.map { String(decoding: $0.value ?? [], as: UTF8.self) }
+                    let values = batch.map { String(decoding: $0.value, as: UTF8.self) }
                     if caughtUp { after += values } else { before += values }
                     if after.count >= 4 { break }
                 }

@@ -158,3 +158,18 @@ func problem(_ yaml: String, _ env: [String: String] = [:]) -> ConfigurationErro
         #expect(c.endpoints.first { $0.app == "b" && $0.environment == .sandbox }?.gatewayHost == "gateway.sandbox.push.apple.com")
     }
 }
+
+@Suite struct SuppressionConfigurationTests {
+    static let app = "apps: [{bundle_id: a.b, certificate: c.pem, private_key: k.pem}]\n"
+
+    @Test func suppressionIsOffUnlessItsTopicIsSet() throws {
+        #expect(try load(Self.app).suppressionTopic == nil)
+        #expect(try load(Self.app + "suppression: {topic: suppressed-tokens}").suppressionTopic == "suppressed-tokens")
+        #expect(try load(Self.app, ["PUSHWORKER_SUPPRESSION_TOPIC": "from-env"]).suppressionTopic == "from-env")
+    }
+
+    @Test func aBadSuppressionSectionNamesItsKey() {
+        #expect(problem(Self.app + "suppression: {topic: ''}")?.key == "suppression.topic")
+        #expect(problem(Self.app + "suppression: {topic: t, compact: true}")?.key == "suppression.compact")
+    }
+}

@@ -22,6 +22,13 @@ import Testing
         #expect(r.detail == "com.example.other/production: the provider API refuses the credentials: InvalidProviderToken")
     }
 
+    @Test func notReadyWhileTheSuppressionTopicIsRead() {
+        let loading = Readiness.evaluate(assignedPartitions: 0, apps: [app: status(ready: 2, ever: true)], suppressionLoaded: false)
+        #expect(!loading.ready)
+        #expect(loading.detail == "the suppression topic is still being read")
+        #expect(Readiness.evaluate(assignedPartitions: 3, apps: [app: status(ready: 2, ever: true)], suppressionLoaded: true).ready)
+    }
+
     @Test func notReadyWithoutPartitions() {
         let r = Readiness.evaluate(assignedPartitions: 0, apps: [app: status(ready: 2, ever: true)])
         #expect(!r.ready)

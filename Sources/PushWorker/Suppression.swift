@@ -1,0 +1,127 @@
+import Logging
+import Metrics
+import PushCore
+import PushKafka
+import ServiceLifecycle
+import Synchronization
+
+/// The tokens suppressed for every app (SPEC section 10), shared by the pipeline (which checks events against it
+/// and adds what its gateways answer at once) and ``SuppressionService`` (which loads the topic at start and then
+/// follows what every instance writes to it).
+public final class SuppressionList: Sendable {
+    private let table = Mutex(SuppressionTable())
+    private let gate = Mutex<(loaded: Bool, waiting: [Int: CheckedContinuation<Void, Never>], next: Int)>((false, [:], 0))
+    private let size = Gauge(label: "pushworker_suppressed_tokens")
+
+    public init() {}
+
+    /// Whether the topic has been read up to the end offsets it had at start.
+    public var isLoaded: Bool { gate.withLock { $0.loaded } }
+
+    /// Suppressed tokens now.
+    public var count: Int { table.withLock { $0.count } }
+
+    /// What SPEC section 10 says of a notification to `token`.
+    public func verdict(_ key: SuppressionKey, registeredAt: Int64?) -> SuppressionTable.Verdict {
+        table.withLock { $0.verdict(key, registeredAt: registeredAt) }
+    }
+
+    /// Applies records of the topic (or the pipeline's own answers) in order.
+    public func apply(_ entries: [SuppressionEntry]) {
+        guard !entries.isEmpty else { return }
+        let count = table.withLock { t in
+            for entry in entries { t.apply(entry) }
+            return t.count
+        }
+        size.record(count)
+    }
+
+    /// The topic is read up to where it ended at start: checks may rely on the table.
+    public func markLoaded() {
+        let waiting = gate.withLock { g in
+            g.loaded = true
+            defer { g.waiting = [:] }
+            return g.waiting.values
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    /// Returns once the topic is loaded (at once if it is), or when the task is cancelled.
+    public func waitUntilLoaded() async {
+        let id = gate.withLock { g in
+            defer { g.next += 1 }
+            return g.next
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                // Under the lock that the cancellation handler takes too: a cancellation is seen here or there.
+                let now = gate.withLock { g in
+                    if g.loaded || Task.isCancelled { return true }
+                    g.waiting[id] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            gate.withLock { $0.waiting.removeValue(forKey: id) }?.resume()
+        }
+    }
+}
+
+/// Reads the suppression topic outside the consumer group: whole at start (then ``SuppressionList/markLoaded()``)
+/// and followed afterwards, until graceful shutdown. A record that is not SPEC section 10's is skipped, counted
+/// (`pushworker_suppression_records_skipped_total`) and logged.
+public struct SuppressionService: Service {
+    let reader: KafkaReplayReader
+    let list: SuppressionList
+    let logger: Logger
+    private let skipped = Counter(label: "pushworker_suppression_records_skipped_total")
+
+    /// Opens the topic (its partitions and end offsets are looked up now: a missing topic is an error here).
+    public init(properties: [String: String], topic: String, list: SuppressionList, logger: Logger) throws(KafkaError) {
+        var properties = properties
+        properties["enable.auto.commit"] = nil
+        reader = try KafkaReplayReader(properties: properties, topic: topic, start: .earliest, readAhead: 100_000, follow: true)
+        self.list = list
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await withTaskCancellationHandler {
+                await withTaskGroup(of: Void.self) { group in
+                    group.addTask { await reader.run() }
+                    group.addTask { await follow() }
+                }
+            } onCancel: {
+                reader.stop()
+            }
+        }
+    }
+
+    private func follow() async {
+        let started = ContinuousClock.now
+        for await batch in reader.records {
+            if batch.isEmpty {
+                list.markLoaded()
+                logger.info("suppression topic loaded", metadata: [
+                    "topic": "\(reader.topic)", "tokens": "\(list.count)", "took": "\(ContinuousClock.now - started)",
+                ])
+                continue
+            }
+            var entries: [SuppressionEntry] = []
+            entries.reserveCapacity(batch.count)
+            for record in batch {
+                do {
+                    entries.append(try SuppressionEntry(key: record.key ?? [], value: record.isTombstone ? nil : record.value))
+                } catch {
+                    skipped.increment()
+                    logger.warning("suppression record skipped", metadata: [
+                        "topic": "\(reader.topic)", "partition": "\(record.partition)", "offset": "\(record.offset)", "error": "\(error)",
+                    ])
+                }
+            }
+            list.apply(entries)
+        }
+    }
+}
