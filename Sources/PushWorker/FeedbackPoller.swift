@@ -23,6 +23,8 @@ public final class FeedbackPoller: Sendable {
     private let readTimeout: Duration
     private let producer: KafkaProducer
     private let isPoller: @Sendable () -> Bool
+    /// SPEC section 10: each tuple also suppresses its token (a record on this topic, and at once in the list).
+    private let suppression: (topic: String, list: SuppressionList)?
     private let logger: Logger
     private let tuplesProduced = Atomic<Int>(0)
     private let polls = Atomic<Int>(0)
@@ -32,8 +34,9 @@ public final class FeedbackPoller: Sendable {
     public init(
         endpoints: [AppEndpoint], topic: String, spoolDirectory: String, interval: Duration,
         readTimeout: Duration = .seconds(60), producer: KafkaProducer, logger: Logger,
-        isPoller: @escaping @Sendable () -> Bool = { true }
+        isPoller: @escaping @Sendable () -> Bool = { true }, suppression: (topic: String, list: SuppressionList)? = nil
     ) {
+        self.suppression = suppression
         self.endpoints = endpoints
         self.topic = topic
         self.spool = spoolDirectory
@@ -133,12 +136,26 @@ public final class FeedbackPoller: Sendable {
             try? FileManager.default.removeItem(atPath: file)
             return
         }
-        let remaining = Countdown(lines.count)
+        // With suppression, each tuple's record too: the file goes once both are acknowledged.
+        let records: [SuppressionRecord?] = lines.map { line in
+            guard suppression != nil, let json = try? JSONValue(parsing: Array(line)), let event = try? FeedbackEvent(validating: json) else { return nil }
+            return SuppressionRecord(
+                app: event.app, environment: event.environment, token: event.token, invalidatedAt: Int64(event.timestamp), reason: .feedback)
+        }
+        let remaining = Countdown(lines.count + records.count { $0 != nil })
         for line in lines {
             let bytes = Array(line)
             let key = (try? JSONValue(parsing: bytes))?["token"]?.stringValue.map { Array($0.utf8) }
             producer.produce(topic: topic, key: key, value: bytes) { [self] in
                 tuplesProduced.add(1, ordering: .relaxed)
+                if remaining.tick() { try? FileManager.default.removeItem(atPath: file) }
+            }
+        }
+        guard let suppression else { return }
+        let entries = records.compactMap { $0 }
+        suppression.list.apply(entries.map { .suppress($0) })
+        for record in entries {
+            producer.produce(topic: suppression.topic, key: record.key, value: record.json()) {
                 if remaining.tick() { try? FileManager.default.removeItem(atPath: file) }
             }
         }

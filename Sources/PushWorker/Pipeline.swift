@@ -153,7 +153,7 @@ public final class Pipeline: RecordSink {
         self.suppression = configuration.suppressionTopic == nil ? nil : (suppression ?? SuppressionList())
         suppressionTopic = configuration.suppressionTopic.map { producer.topic($0) }
         suppressedCounters = configuration.endpoints.map {
-            Counter(label: "pushworker_suppressed_total", dimensions: [("app", $0.app), ("environment", $0.environment.rawValue)])
+            Counter(label: "pushworker_suppressed_total", dimensions: [("app", "\($0.key)")])
         }
         self.producer = producer
         self.logger = logger

@@ -77,7 +77,8 @@ public final class Worker: Sendable {
         feedback = FeedbackPoller(
             endpoints: pipelineConfiguration.endpoints, topic: configuration.kafka.feedbackTopic,
             spoolDirectory: configuration.spoolDirectory, interval: .seconds(configuration.feedbackIntervalSeconds),
-            producer: producer, logger: logger, isPoller: { [consumer] in consumer.assignment.contains(pollerPartition) })
+            producer: producer, logger: logger, isPoller: { [consumer] in consumer.assignment.contains(pollerPartition) },
+            suppression: suppression.map { (configuration.suppressionTopic!, $0.list) })
         let lag = Gauge(label: "pushworker_consumer_lag")
         http = HTTPEndpoints(
             metrics: { [consumer] in

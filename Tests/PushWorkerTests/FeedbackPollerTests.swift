@@ -77,4 +77,50 @@ import Testing
         #expect(try records.map { try JSONValue(parsing: $0.value)["token"]!.stringValue! } == (0..<4).map(Self.token))
         await simulator.stop()
     }
+
+    @Test func feedbackTuplesSuppressTheirTokens() async throws {
+        var quiet = Logger(label: "test")
+        quiet.logLevel = .critical
+        var simulatorConfiguration = SimulatorConfiguration(
+            certificatePath: TestPKI.path("server.pem"), privateKeyPath: TestPKI.path("server-key.pem"), caPath: TestPKI.path("ca.pem"))
+        simulatorConfiguration.feedback = try FeedbackEntry.parseFile((0..<3).map { "\(Self.token($0)) \(1_700_000_000 + $0)" }.joined(separator: "\n"))
+        let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: quiet)
+        let addresses = try await simulator.start()
+        let endpoint = AppEndpoint(
+            app: "com.example.app", environment: .sandbox, gatewayHost: "127.0.0.1", gatewayPort: addresses.gatewayPort,
+            feedbackHost: "127.0.0.1", feedbackPort: addresses.feedbackPort, connections: 1, format: .frame,
+            certificatePath: TestPKI.path("app.pem"), privateKeyPath: TestPKI.path("app-key.pem"), caPath: TestPKI.path("ca.pem"))
+        let spool = NSTemporaryDirectory() + "feedback-spool-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        let cluster = try KafkaMockCluster()
+        for topic in ["notification-feedback", "suppressed-tokens"] { try cluster.createTopic(topic, partitions: 1) }
+        let properties = ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"]
+        let producer = try KafkaProducer(properties: properties, logger: quiet)
+        let list = SuppressionList()
+        let poller = FeedbackPoller(
+            endpoints: [endpoint], topic: "notification-feedback", spoolDirectory: spool, interval: .seconds(3600),
+            readTimeout: .seconds(5), producer: producer, logger: quiet, suppression: ("suppressed-tokens", list))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await producer.run() }
+            group.addTask { await poller.run() }
+            // The spool file goes once the feedback events and the suppression records are all acknowledged.
+            #expect(await eventually {
+                poller.produced == 3 && ((try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? ["?"]).isEmpty
+            })
+            group.cancelAll()
+            producer.stop()
+        }
+        let records = try await KafkaReplayReader(properties: properties, topic: "suppressed-tokens", start: .earliest).readAll()
+        let entries = try records.map { try SuppressionEntry(key: $0.key ?? [], value: $0.value) }
+        #expect(entries == (0..<3).map { i in
+            .suppress(SuppressionRecord(
+                app: "com.example.app", environment: .sandbox, token: try! DeviceToken(hex: Self.token(i)),
+                invalidatedAt: Int64(1_700_000_000 + i), reason: .feedback))
+        })
+        for i in 0..<3 {
+            let key = SuppressionKey(app: "com.example.app", environment: .sandbox, token: try DeviceToken(hex: Self.token(i)))
+            #expect(list.verdict(key, registeredAt: nil) == .suppressed(invalidatedAt: Int64(1_700_000_000 + i), reason: .feedback))
+        }
+        await simulator.stop()
+    }
 }
