@@ -73,9 +73,26 @@ public enum Replay {
         let endpoints = try configuration.loadCredentials().map(\.endpoint)
         let producer = try KafkaProducer(properties: properties.producerProperties, logger: logger)
         var total = PipelineCounts()
+        // Suppression applies to a replay as to the worker: the topic is read whole first, then followed.
+        var suppression: (list: SuppressionList, service: SuppressionService)?
+        if let topic = configuration.suppressionTopic {
+            let list = SuppressionList()
+            var readerProperties = properties.consumerProperties(groupID: "\(configuration.kafka.groupID)-suppression")
+            readerProperties["enable.auto.commit"] = nil
+            do {
+                suppression = (list, try SuppressionService(properties: readerProperties, topic: topic, list: list, logger: logger))
+            } catch {
+                throw ConfigurationError(key: "suppression.topic", "cannot read topic \(topic): \(error)")
+            }
+        }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await producer.run(flushTimeout: .seconds(30)) }
             defer { producer.stop() }
+            if let suppression {
+                group.addTask { try await suppression.service.run() }
+                await suppression.list.waitUntilLoaded()
+            }
+            defer { suppression?.service.reader.stop() }
             for topic in configuration.kafka.inputTopics {
                 var consumerProperties = properties.consumerProperties(groupID: "\(configuration.kafka.groupID)-replay")
                 consumerProperties["enable.auto.commit"] = nil
@@ -87,11 +104,12 @@ public enum Replay {
                 var pipelineConfiguration = PipelineConfiguration(
                     deliveryErrorTopic: configuration.kafka.deliveryErrorTopic,
                     deliveryReportTopic: configuration.kafka.deliveryReportTopic, endpoints: endpoints)
-        pipelineConfiguration.feedbackTopic = configuration.kafka.feedbackTopic
+                pipelineConfiguration.feedbackTopic = configuration.kafka.feedbackTopic
                 pipelineConfiguration.defaultTTLSeconds = Int64(configuration.delivery.defaultTTLSeconds)
+                pipelineConfiguration.suppressionTopic = configuration.suppressionTopic
                 let pipeline = try Pipeline(
-                    configuration: pipelineConfiguration, producer: producer, delivery: configuration.deliveryConfiguration, logger: logger,
-                    wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
+                    configuration: pipelineConfiguration, producer: producer, delivery: configuration.deliveryConfiguration,
+                    suppression: suppression?.list, logger: logger, wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
                 async let reading: Void = reader.run()
                 try await pipeline.run(records: reader.records)
                 await reading

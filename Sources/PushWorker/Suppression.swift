@@ -77,11 +77,14 @@ public struct SuppressionService: Service {
     let logger: Logger
     private let skipped = Counter(label: "pushworker_suppression_records_skipped_total")
 
+    private let properties: [String: String]
+
     /// Opens the topic (its partitions and end offsets are looked up now: a missing topic is an error here).
     public init(properties: [String: String], topic: String, list: SuppressionList, logger: Logger) throws(KafkaError) {
         var properties = properties
         properties["enable.auto.commit"] = nil
         reader = try KafkaReplayReader(properties: properties, topic: topic, start: .earliest, readAhead: 100_000, follow: true)
+        self.properties = properties
         self.list = list
         self.logger = logger
     }
@@ -92,10 +95,26 @@ public struct SuppressionService: Service {
                 await withTaskGroup(of: Void.self) { group in
                     group.addTask { await reader.run() }
                     group.addTask { await follow() }
+                    group.addTask { await checkCleanupPolicy() }
                 }
             } onCancel: {
                 reader.stop()
             }
+        }
+    }
+
+    /// A topic that is not compacted keeps every record it ever had (or drops suppressions with its retention):
+    /// worth a warning, not a refusal.
+    private func checkCleanupPolicy() async {
+        switch await KafkaAdmin.topicSetting("cleanup.policy", of: reader.topic, properties: properties) {
+        case nil:
+            logger.debug("the broker did not report the suppression topic's cleanup.policy", metadata: ["topic": "\(reader.topic)"])
+        case let policy? where policy.split(separator: ",").contains("compact"):
+            break
+        case let policy?:
+            logger.warning("the suppression topic is not compacted: it grows with every record, or loses suppressions to its retention", metadata: [
+                "topic": "\(reader.topic)", "cleanup.policy": "\(policy)",
+            ])
         }
     }
 

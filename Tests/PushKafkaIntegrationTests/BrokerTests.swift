@@ -161,6 +161,16 @@ func drive(_ consumer: KafkaConsumer, _ received: Received) async {
         #expect(byOffset.count == expected.count)
     }
 
+    @Test func aCompactedTopicIsCreatedAsSuchAndReportsItsCleanupPolicy() async throws {
+        let broker = try Broker()
+        defer { broker.stop() }
+        try KafkaAdmin.createTopics(bootstrapServers: broker.bootstrapServers, [("suppressed", 1)], config: ["cleanup.policy": "compact"])
+        try KafkaAdmin.createTopics(bootstrapServers: broker.bootstrapServers, [("plain", 1)])
+        let properties = ["bootstrap.servers": broker.bootstrapServers, "log_level": "3"]
+        #expect(await KafkaAdmin.topicSetting("cleanup.policy", of: "suppressed", properties: properties) == "compact")
+        #expect(await KafkaAdmin.topicSetting("cleanup.policy", of: "plain", properties: properties) == "delete")
+    }
+
     @Test func aReplayLeavesTheGroupsOffsetsAndAResetMovesThem() async throws {
         let broker = try Broker()
         defer { broker.stop() }
