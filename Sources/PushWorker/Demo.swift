@@ -19,6 +19,9 @@ public enum Demo {
     static let inputTopic = "notifications"
     static let errorTopic = "notification-errors"
     static let feedbackTopic = "notification-feedback"
+    static let suppressionTopic = "suppressed-tokens"
+    /// The binary token the gateway rejects with status 8.
+    static let rejectedToken = String(repeating: "de", count: 32)
 
     /// The sample stream: valid notifications and one of each kind of trouble.
     static func sampleEvents(now: Int64) -> [(String, String)] {
@@ -29,7 +32,7 @@ public enum Demo {
                 : #"{"aps":{"alert":"Hello #\#(i)","sound":"default"}}"#
             return ("valid", #"{"id":"order-\#(i)","app":"\#(app)","token":"\#(token(i))","payload":\#(payload)}"#)
         }
-        events.insert(("token the gateway rejects (status 8)", #"{"id":"gone-device","app":"\#(app)","token":"\#(String(repeating: "de", count: 32))","payload":{"aps":{"alert":"Anyone there?"}}}"#), at: 30)
+        events.insert(("token the gateway rejects (status 8)", #"{"id":"gone-device","app":"\#(app)","token":"\#(rejectedToken)","payload":{"aps":{"alert":"Anyone there?"}}}"#), at: 30)
         events.insert(("malformed", #"{"id":"broken-1","app":"\#(app)","token":"abcd","payload":"#), at: 45)
         events.insert(("bad token format", #"{"id":"typo-1","app":"\#(app)","token":"not-hex","payload":{"aps":{"alert":"x"}}}"#), at: 50)
         events.insert(("expired", #"{"id":"too-late-1","app":"\#(app)","token":"\#(token(999))","payload":{"aps":{"alert":"Sale ends now"}},"expiration":\#(now - 3600)}"#), at: 60)
@@ -57,6 +60,7 @@ public enum Demo {
         try cluster.createTopic(inputTopic, partitions: 3)
         try cluster.createTopic(errorTopic, partitions: 1)
         try cluster.createTopic(feedbackTopic, partitions: 1)
+        try cluster.createTopic(suppressionTopic, partitions: 1)
 
         // The gateway: a status-10 shutdown every 50 notifications on a connection, one token it calls invalid,
         // and a feedback list.
@@ -96,9 +100,14 @@ public enum Demo {
         let producer = try KafkaProducer(properties: ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"], logger: quiet)
         var pipelineConfiguration = PipelineConfiguration(deliveryErrorTopic: errorTopic, endpoints: [endpoint, http2Endpoint])
         pipelineConfiguration.feedbackTopic = feedbackTopic
+        pipelineConfiguration.suppressionTopic = suppressionTopic
+        // Token suppression (SPEC section 10): the topic read whole, then followed.
+        let suppression = SuppressionList()
+        let suppressionReader = try SuppressionService(
+            properties: ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"], topic: suppressionTopic, list: suppression, logger: quiet)
         let pipeline = try Pipeline(
             configuration: pipelineConfiguration,
-            producer: producer, delivery: delivery, logger: quiet,
+            producer: producer, delivery: delivery, suppression: suppression, logger: quiet,
             wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
         let consumer = try KafkaConsumer(
             properties: ["bootstrap.servers": cluster.bootstrapServers, "group.id": "pushworker-demo", "log_level": "3",
@@ -106,9 +115,16 @@ public enum Demo {
             topics: [inputTopic], maxOutstanding: 10_000, sink: pipeline, logger: quiet)
 
         let samples = sampleEvents(now: Int64(Date().timeIntervalSince1970))
+        // Sent once the first round has settled: to the two tokens the gateways reported gone.
+        let again = [
+            #"{"id":"gone-device-again","app":"\#(app)","token":"\#(rejectedToken)","payload":{"aps":{"alert":"Anyone there now?"}}}"#,
+            #"{"id":"news-gone-again","app":"\#(http2App)","token":"\#(unregisteredToken)","payload":{"aps":{"alert":"And now?"}}}"#,
+        ]
         let outputsAcknowledged = Atomic<Int>(0)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await producer.run() }
+            group.addTask { try await suppressionReader.run() }
+            await suppression.waitUntilLoaded()
             pipeline.start()
             group.addTask { await consumer.run() }
 
@@ -124,17 +140,28 @@ public enum Demo {
             // Live progress until every record is settled (outcome known, output events acknowledged).
             var lastLine = ""
             let deadline = ContinuousClock.now.advanced(by: .seconds(60))
-            while true {
-                let c = pipeline.snapshot
-                let line = "  consumed \(c.consumed)/\(samples.count) · accepted \(c.accepted) · error events \(c.errorsByReason.values.reduce(0, +)) · unsettled \(pipeline.held)"
-                if line != lastLine {
-                    say(line)
-                    lastLine = line
+            func settle(_ total: Int) async throws {
+                while true {
+                    let c = pipeline.snapshot
+                    let line = "  consumed \(c.consumed)/\(total) · accepted \(c.accepted) · error events \(c.errorsByReason.values.reduce(0, +)) · unsettled \(pipeline.held)"
+                    if line != lastLine {
+                        say(line)
+                        lastLine = line
+                    }
+                    if c.consumed == total && pipeline.held == 0 { break }
+                    guard ContinuousClock.now < deadline else { throw DemoError("the demo did not settle within a minute") }
+                    try await Task.sleep(for: .milliseconds(100))  // progress display cadence, not synchronisation
                 }
-                if c.consumed == samples.count && pipeline.held == 0 { break }
-                guard ContinuousClock.now < deadline else { throw DemoError("the demo did not settle within a minute") }
-                try await Task.sleep(for: .milliseconds(100))  // progress display cadence, not synchronisation
             }
+            try await settle(samples.count)
+
+            // The tokens reported gone are suppressed now: notifications to them end as delivery errors without
+            // reaching Apple.
+            say("suppressed now: \(suppression.count) tokens; sending to the status-8 token and the 410 token again")
+            for (index, json) in again.enumerated() {
+                producer.produce(topic: inputTopic, key: Array("again-\(index)".utf8), value: Array(json.utf8)) {}
+            }
+            try await settle(samples.count + again.count)
 
             // Feedback: read the service once and produce one event per tuple.
             let feedback = try await FeedbackClient(endpoint: endpoint).fetch()
@@ -150,6 +177,7 @@ public enum Demo {
 
             let unsettled = await pipeline.stop()
             consumer.stop()  // its final commit, on its own thread, covers everything settled
+            suppressionReader.reader.stop()
             producer.stop()
             try await group.waitForAll()
             let committed = try KafkaAdmin.committedOffsets(
@@ -179,9 +207,12 @@ public enum Demo {
                 say("  \(reason.rawValue): \(n)")
             }
             let errors = try await readTopic(cluster.bootstrapServers, errorTopic)
-            for e in errors.filter({ ["invalid_token", "malformed_event", "unregistered"].contains(reasonOf($0)) }) {
+            for e in errors.filter({ ["invalid_token", "malformed_event", "unregistered", "token_suppressed"].contains(reasonOf($0)) }) {
                 say("  e.g. " + String(decoding: e.value, as: UTF8.self))
             }
+            let suppressionRecords = try await readTopic(cluster.bootstrapServers, suppressionTopic)
+            say("== '\(suppressionTopic)': \(suppressionRecords.count) records (every instance reads them: none sends to these tokens again)")
+            for r in suppressionRecords { say("  \(String(decoding: r.key ?? [], as: UTF8.self).prefix(40))… " + String(decoding: r.value, as: UTF8.self)) }
             let feedbackEvents = try await readTopic(cluster.bootstrapServers, feedbackTopic)
             say("== '\(feedbackTopic)': \(feedbackEvents.count) events")
             for e in feedbackEvents { say("  " + String(decoding: e.value, as: UTF8.self)) }

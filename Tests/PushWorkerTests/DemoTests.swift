@@ -18,17 +18,21 @@ import Testing
         // error and a feedback event.
         #expect(output.contains("42 requests accepted on"))
         #expect(output.contains("the largest body 3020 bytes; 410 Unregistered: 1"))
-        #expect(output.contains("'notification-errors': 7 events"))
+        #expect(output.contains("'notification-errors': 9 events"))
         for reason in ["expired", "invalid_token", "invalid_token_format", "malformed_event", "payload_too_large", "unknown_app", "unregistered"] {
             #expect(output.contains("  \(reason): 1"), "\(reason)")
         }
+        // The two tokens reported gone, sent to again: suppressed, not sent.
+        #expect(output.contains("suppressed now: 2 tokens"))
+        #expect(output.contains("  token_suppressed: 2"))
+        #expect(output.contains("'suppressed-tokens': 2 records"))
         #expect(output.contains("'notification-feedback': 3 events"))
         #expect(output.contains("(0 left without an outcome)"))
-        // Every one of the 170 records is committed: the three partitions' offsets add up to it.
+        // Every one of the 172 records is committed: the three partitions' offsets add up to it.
         let committedLine = output.split(separator: "\n").first { $0.contains("offsets committed") }!
         let offsets = committedLine.split(separator: "]").dropFirst().compactMap { Int($0.split(separator: " ").first!.split(separator: ",").first!) }
             .filter { $0 >= 0 }
-        #expect(offsets.reduce(0, +) == 170, "\(committedLine)")
+        #expect(offsets.reduce(0, +) == 172, "\(committedLine)")
     }
 
     /// With no --pki the demo makes its own certificates: the same run, with nothing prepared beforehand.
