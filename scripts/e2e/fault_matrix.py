@@ -30,7 +30,8 @@ import harness as h
 class Scenario:
     def __init__(self, name, faults=(), invalid_share=0, refuse_s=0, broker_restart=False, kills=0, sigterm=False,
                  preload=False, max_writes=None, join=False, protocol=None, events=None, rate=None, acceptance_ms=None,
-                 payload=300, http2=False, unregistered_share=0, no_duplicates=False, expect_answer=None):
+                 payload=300, http2=False, unregistered_share=0, no_duplicates=False, expect_answer=None,
+                 invalid_pool=None):
         self.name, self.faults, self.invalid_share, self.preload = name, list(faults), invalid_share, preload
         # The app's format (`protocol` in its configuration), and overrides of the run's size and pace.
         self.protocol, self.events, self.rate, self.acceptance_ms, self.payload = (
@@ -48,12 +49,16 @@ class Scenario:
         self.no_duplicates = no_duplicates
         # An answer of the API's that must have been given at least once (the fault did happen).
         self.expect_answer = expect_answer
+        # With token suppression (SPEC section 10): the invalid-token events go to this many distinct tokens, each
+        # again and again; after its first rejection none may reach the gateway.
+        self.invalid_pool = invalid_pool
 
 
 SCENARIOS = [
     Scenario("status 10 every 100", faults=["--shutdown-every", "100"], max_writes=8),
     Scenario("abrupt close every 1,000", faults=["--close-every", "1000"]),
     Scenario("5% invalid tokens", invalid_share=20),
+    Scenario("5% to 50 invalid tokens, suppressed", invalid_share=20, invalid_pool=50),
     # The simple format has no error responses: the gateway closes the connection at a bad notification and the
     # worker finds it by halving the suspects (each probe waits an acceptance window, hence the shorter window and
     # the smaller run). Payloads fit the legacy formats' 256 bytes.
@@ -115,14 +120,21 @@ def run(scenario, binary, count, rate, timeout):
     exits, notes = [], []
     try:
         servers = broker.start()
-        broker.create_topics(6)
+        broker.create_topics(6, suppression=bool(scenario.invalid_pool))
         faults = list(scenario.faults)
         invalid = set()
+        token_for = None
         if scenario.invalid_share:
             invalid = {n for n in range(count) if n % scenario.invalid_share == 0}
+            if scenario.invalid_pool:
+                pool = [h.token(count + i) for i in range(scenario.invalid_pool)]
+                token_for = lambda n: pool[n // scenario.invalid_share % len(pool)] if n in invalid else None
+                bad_tokens = pool
+            else:
+                bad_tokens = [h.token(n) for n in sorted(invalid)]
             path = os.path.join(workdir, "invalid-tokens.txt")
             with open(path, "w") as f:
-                f.writelines(h.token(n) + "\n" for n in sorted(invalid))
+                f.writelines(t + "\n" for t in bad_tokens)
             faults += ["--invalid-tokens", path]
         unregistered = set()
         if scenario.unregistered_share:
@@ -135,7 +147,7 @@ def run(scenario, binary, count, rate, timeout):
         api_port = h.free_port() if scenario.http2 else None
         if not scenario.refuse_s:
             simulator = h.Simulator(binary, workdir, faults, gateway_port, feedback_port, api_port)
-        producer = h.EventProducer(servers)
+        producer = h.EventProducer(servers, token_for)
         produced = threading.Event()
         if scenario.preload:
             producer.backlog(count, scenario.payload)
@@ -146,7 +158,7 @@ def run(scenario, binary, count, rate, timeout):
         # the fault still lands midway.
         settings = dict(gateway_port=gateway_port, feedback_port=feedback_port, api_port=api_port, reconnect=(20, 1000, 5),
                         protocol=scenario.protocol, acceptance_ms=scenario.acceptance_ms or 1000,
-                        max_in_flight=rate // 2 if scenario.preload else 100000,
+                        max_in_flight=rate // 2 if scenario.preload else 100000, suppression=bool(scenario.invalid_pool),
                         log_level=os.environ.get("FAULT_MATRIX_LOG_LEVEL", "warning"),
                         consumer_properties={"debug": os.environ["FAULT_MATRIX_KAFKA_DEBUG"]}
                         if os.environ.get("FAULT_MATRIX_KAFKA_DEBUG") else None)
@@ -234,6 +246,14 @@ def run(scenario, binary, count, rate, timeout):
             absent = (set(range(count)) - h.numbers_in_input(servers)) - delivered - error_numbers
             notes.append(f"{len(absent)} of the {missing} missing are not in the input topic any more")
         expected_errors = {"invalid_token": len(invalid)} if invalid else {}
+        if scenario.invalid_pool:
+            # Each bad token is rejected by the gateway once; its later events are suppressed, not sent.
+            rejected = (summary.get("error_responses") or {}).get("8", 0)
+            checks_pool = {
+                f"the gateway rejected each of the {scenario.invalid_pool} tokens once": rejected == scenario.invalid_pool,
+            }
+            expected_errors = {"invalid_token": scenario.invalid_pool, "token_suppressed": len(invalid) - scenario.invalid_pool}
+            notes.append(f"status 8 answers: {rejected}; suppressed events: {by_reason.get('token_suppressed', 0)}")
         if unregistered:
             expected_errors["unregistered"] = len(unregistered)
         checks = {
@@ -244,6 +264,8 @@ def run(scenario, binary, count, rate, timeout):
             "no event both delivered and failed": not (delivered & error_numbers),
             "graceful exits are 0": all(code == 0 for kind, code in exits if kind != "SIGKILL"),
         }
+        if scenario.invalid_pool:
+            checks.update(checks_pool)
         if scenario.max_writes:
             checks[f"at most {scenario.max_writes} writes per event"] = writes <= scenario.max_writes * count
         if scenario.no_duplicates:

@@ -25,6 +25,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 APP = "com.example.app"
 INPUT, ERRORS, FEEDBACK = "notifications", "notification-errors", "notification-feedback"
+# The compacted topic of suppressed tokens (SPEC section 10), for the runs that turn suppression on.
+SUPPRESSED = "suppressed-tokens"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # The provider-token key scripts/gen-pki makes (AuthKey_KEY1234567.p8).
 TEAM_ID, KEY_ID = "TEAM123456", "KEY1234567"
@@ -41,11 +43,11 @@ def token(n):
     return "%064x" % ((n * 0x9E3779B97F4A7C15 + 0xA5A5) % (1 << 256))
 
 
-def event(n, size, ts):
-    """A notification event whose payload is about `size` bytes and carries n and ts."""
+def event(n, size, ts, device_token=None):
+    """A notification event whose payload is about `size` bytes and carries n and ts (to `token(n)` unless told)."""
     head = '{"aps":{"alert":"Event %d","sound":"default"},"n":%d,"ts":%d,"pad":"' % (n, n, ts)
     payload = head + "x" * max(0, size - len(head) - 2) + '"}'
-    return ('{"id":"e%d","app":"%s","token":"%s","payload":%s}' % (n, APP, token(n), payload)).encode()
+    return ('{"id":"e%d","app":"%s","token":"%s","payload":%s}' % (n, APP, device_token or token(n), payload)).encode()
 
 
 class Broker:
@@ -65,9 +67,12 @@ class Broker:
     def stop(self):
         subprocess.run([f"{ROOT}/scripts/kafka-broker", "stop", self.dir], check=False, capture_output=True)
 
-    def create_topics(self, partitions=6):
+    def create_topics(self, partitions=6, suppression=False):
         admin = AdminClient({"bootstrap.servers": self.servers, "log_level": 3})
-        futures = admin.create_topics([NewTopic(INPUT, partitions, 1), NewTopic(ERRORS, 3, 1), NewTopic(FEEDBACK, 1, 1)])
+        topics = [NewTopic(INPUT, partitions, 1), NewTopic(ERRORS, 3, 1), NewTopic(FEEDBACK, 1, 1)]
+        if suppression:
+            topics.append(NewTopic(SUPPRESSED, 1, 1, config={"cleanup.policy": "compact"}))
+        futures = admin.create_topics(topics)
         for future in futures.values():
             future.result(30)
 
@@ -100,9 +105,11 @@ class MockBroker:
 class EventProducer:
     """Produces events 0..count-1 with their timestamps, as a backlog or at a fixed rate."""
 
-    def __init__(self, servers):
+    def __init__(self, servers, token_for=None):
+        """`token_for(n)`: the device token of event n, when not `token(n)`."""
         self.producer = Producer({"bootstrap.servers": servers, "linger.ms": 1, "acks": "all", "log_level": 3,
                                   "queue.buffering.max.messages": 1000000})
+        self.token_for = token_for
         self.failed = 0
 
     def _delivered(self, error, _message):
@@ -112,7 +119,8 @@ class EventProducer:
     def _produce(self, n, size, ts):
         while True:
             try:
-                self.producer.produce(INPUT, event(n, size, ts), key=b"e%d" % n, timestamp=ts,
+                device_token = self.token_for(n) if self.token_for else None
+                self.producer.produce(INPUT, event(n, size, ts, device_token), key=b"e%d" % n, timestamp=ts,
                                       on_delivery=self._delivered)
                 return
             except BufferError:
@@ -184,8 +192,9 @@ class Simulator:
 
 def worker_config(workdir, servers, gateway_port, feedback_port, http_port, max_in_flight=100000, connections=2,
                   reconnect=(500, 60000, 30), instance="bench-worker-1", acceptance_ms=1000, log_level="warning",
-                  consumer_properties=None, protocol=None, api_port=None):
-    """The worker's configuration; with `api_port`, the app goes over the HTTP/2 API with token authentication."""
+                  consumer_properties=None, protocol=None, api_port=None, suppression=False):
+    """The worker's configuration; with `api_port`, the app goes over the HTTP/2 API with token authentication;
+    with `suppression`, tokens reported gone are shared through SUPPRESSED."""
     pki = f"{ROOT}/pki"
     path = os.path.join(workdir, "pushworker.yaml")
     extra = "".join(f'    {key}: "{value}"\n' for key, value in (consumer_properties or {}).items())
@@ -228,7 +237,7 @@ delivery:
 feedback:
   interval_s: 86400
   spool_dir: {workdir}/spool
-http:
+{f"suppression:{chr(10)}  topic: {SUPPRESSED}{chr(10)}" if suppression else ""}http:
   listen: "127.0.0.1:{http_port}"
 log:
   level: {log_level}
