@@ -68,6 +68,7 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
     private let tls: NIOSSLContext
     private let group: any EventLoopGroup
     private let onOutcomes: @Sendable ([DeliveryOutcome]) -> Void
+    private let sendCheck: SendCheck?
     private let state: Mutex<State>
     private let clock = ContinuousClock()
     private let sent: Counter
@@ -83,8 +84,9 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
 
     init(
         endpoint: AppEndpoint, configuration: DeliveryConfiguration, group: any EventLoopGroup, logger: Logger,
-        onOutcomes: @escaping @Sendable ([DeliveryOutcome]) -> Void
+        sendCheck: SendCheck? = nil, onOutcomes: @escaping @Sendable ([DeliveryOutcome]) -> Void
     ) throws {
+        self.sendCheck = sendCheck
         self.endpoint = endpoint
         self.configuration = configuration
         self.group = group
@@ -137,8 +139,19 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
         wake(state.withLock { $0.machine.submit(deliveries) })
     }
 
+    /// The next notifications for a connection to write; those the send check stops end here with their outcome.
     func take(max: Int, slot: Int, held: Int) -> [Delivery] {
-        state.withLock { $0.machine.take(max: max, slot: slot, held: held) }
+        while true {
+            let batch = state.withLock { $0.machine.take(max: max, slot: slot, held: held) }
+            guard let sendCheck, !batch.isEmpty else { return batch }
+            let stopped = sendCheck(endpoint.key, batch.map { ($0.ticket, $0.sends) })
+            guard !stopped.isEmpty else { return batch }
+            report(stopped.map(\.outcome))
+            let dropped = Set(stopped.map(\.index))
+            let kept = batch.enumerated().filter { !dropped.contains($0.offset) }.map(\.element)
+            // All stopped: take again, so the connection is not left idle with work queued.
+            if !kept.isEmpty { return kept }
+        }
     }
 
     func wrote(_ count: Int) {

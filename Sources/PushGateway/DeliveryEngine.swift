@@ -8,6 +8,10 @@ import Synchronization
 /// Turns deliveries into terminal outcomes against the binary gateway (SPEC section 4) or the HTTP/2 provider API
 /// (SPEC section 9).
 ///
+/// Asked just before notifications are written (token suppression, SPEC section 10): which of them must not go out
+/// after all, each with its outcome. `candidates` are the tickets and the times each was sent before.
+public typealias SendCheck = @Sendable (_ app: AppKey, _ candidates: [(ticket: DeliveryTicket, sends: Int)]) -> [(index: Int, outcome: DeliveryOutcome)]
+
 /// One ``ConnectionPool`` per binary (app, environment), one ``HTTP2Pool`` per HTTP/2 one. ``submit(_:to:)`` waits while `maxInFlight` deliveries are held
 /// (backpressure: nothing is dropped, nothing grows without bound). Every submitted delivery ends in exactly one
 /// outcome passed to `onOutcomes` (from event-loop threads, in batches; keep the handler quick), unless the engine
@@ -23,7 +27,7 @@ public final class DeliveryEngine: Sendable {
     public init(
         endpoints: [AppEndpoint], configuration: DeliveryConfiguration,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-        logger: Logger = Logger(label: "pushworker.gateway"),
+        logger: Logger = Logger(label: "pushworker.gateway"), sendCheck: SendCheck? = nil,
         onOutcomes: @escaping @Sendable ([DeliveryOutcome]) -> Void
     ) throws {
         self.configuration = configuration
@@ -45,10 +49,13 @@ public final class DeliveryEngine: Sendable {
         for endpoint in endpoints {
             if endpoint.http2 != nil {
                 http2Pools[endpoint.key] = try HTTP2Pool(
-                    endpoint: endpoint, configuration: configuration, group: group, logger: logger, onOutcomes: settle)
+                    endpoint: endpoint, configuration: configuration, group: group, logger: logger, sendCheck: sendCheck, onOutcomes: settle)
             } else {
+                // The simple format's bisection probes groups of suspects; it gets no check (a probe emptied by one
+                // would wait for a verdict that never comes).
                 pools[endpoint.key] = try ConnectionPool(
-                    endpoint: endpoint, configuration: configuration, group: group, logger: logger, onOutcomes: settle)
+                    endpoint: endpoint, configuration: configuration, group: group, logger: logger,
+                    sendCheck: endpoint.format == .simple ? nil : sendCheck, onOutcomes: settle)
             }
         }
         self.pools = pools

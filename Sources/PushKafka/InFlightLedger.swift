@@ -214,6 +214,13 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
         return (entry, offset)
     }
 
+    /// The entry of a record whose outcome is not known yet (nil for a ticket of an ended epoch or a record resolved).
+    @inlinable
+    public func entry(_ ticket: LedgerTicket) -> Entry? {
+        guard let (s, i) = locate(ticket) else { return nil }
+        return partitions[s].records[i].entry
+    }
+
     /// The ticket of the record at `offset` in the partition's current epoch (a binary search: for tools and
     /// tests; the hot path keeps tickets).
     @inlinable

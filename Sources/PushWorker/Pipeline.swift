@@ -168,9 +168,15 @@ public final class Pipeline: RecordSink {
         maxInFlight = delivery.maxInFlight
         share = max(1, delivery.maxInFlight / max(1, configuration.endpoints.count))
         state = Mutex(Ledger(ledger: InFlightLedger(groups: configuration.endpoints.count)))
-        let engine = try DeliveryEngine(endpoints: configuration.endpoints, configuration: delivery, logger: logger) {
-            [weak self] outcomes in self?.settle(outcomes)
+        var sendCheck: SendCheck?
+        if configuration.suppressionTopic != nil {
+            sendCheck = { [weak self] (app: AppKey, candidates: [(ticket: DeliveryTicket, sends: Int)]) -> [(index: Int, outcome: DeliveryOutcome)] in
+                self?.suppressedBeforeSending(app, candidates) ?? []
+            }
         }
+        let engine = try DeliveryEngine(
+            endpoints: configuration.endpoints, configuration: delivery, logger: logger, sendCheck: sendCheck
+        ) { [weak self] outcomes in self?.settle(outcomes) }
         engineBox.withLock { $0 = engine }
         producer.onAcknowledged { [weak self] tickets in self?.acknowledged(tickets) }
     }
@@ -381,9 +387,34 @@ public final class Pipeline: RecordSink {
             failed.environment = environment
             return .reject(DeliveryErrorEvent(
                 failed: failed, reason: .tokenSuppressed, status: nil,
-                detail: "token invalidated at \(RFC3339.format(unixSeconds: invalidatedAt)) (\(reason.rawValue)), not registered again since",
+                detail: Self.suppressedDetail(invalidatedAt, reason),
                 attempts: 0, source: source(), occurredAt: now))
         }
+    }
+
+    /// SPEC section 10 at the last moment: notifications decoded before their token was suppressed (queued, or
+    /// to be resent after a connection's end) do not go out once it is; only those let through by a later
+    /// registration do.
+    private func suppressedBeforeSending(_ app: AppKey, _ candidates: [(ticket: DeliveryTicket, sends: Int)]) -> [(index: Int, outcome: DeliveryOutcome)] {
+        guard let suppression, suppression.count > 0 else { return [] }
+        let entries = state.withLock { s in candidates.map { s.ledger.entry(LedgerTicket($0.ticket)) } }
+        var stopped: [(index: Int, outcome: DeliveryOutcome)] = []
+        for (index, entry) in entries.enumerated() {
+            guard let entry, !entry.liftsSuppression else { continue }
+            let endpoint = endpointKeys[entry.endpoint]
+            let key = SuppressionKey(app: endpoint.app, environment: endpoint.environment, token: entry.token)
+            guard case .suppressed(let invalidatedAt, let reason) = suppression.verdict(key, registeredAt: nil) else { continue }
+            suppressedCounters[entry.endpoint].increment()
+            stopped.append((index, DeliveryOutcome(
+                ticket: candidates[index].ticket,
+                result: .failed(.tokenSuppressed, status: nil, detail: Self.suppressedDetail(invalidatedAt, reason)),
+                attempts: candidates[index].sends)))
+        }
+        return stopped
+    }
+
+    static func suppressedDetail(_ invalidatedAt: Int64, _ reason: SuppressionReason) -> String {
+        "token invalidated at \(RFC3339.format(unixSeconds: invalidatedAt)) (\(reason.rawValue)), not registered again since"
     }
 
     /// The error event of a rejected record. It says what is known: when the event names no environment but its
@@ -477,6 +508,19 @@ public final class Pipeline: RecordSink {
             }
         }
         guard !resolved.isEmpty else { return }
+        // This instance suppresses what its gateways reported gone at once, before any resend can be taken (the
+        // other instances when they read the records).
+        if let suppression {
+            var entries: [SuppressionEntry] = []
+            for (outcome, _, entry, _) in resolved {
+                guard let reason = Self.suppressionReason(of: outcome) else { continue }
+                let endpoint = endpointKeys[entry.endpoint]
+                entries.append(.suppress(SuppressionRecord(
+                    app: endpoint.app, environment: endpoint.environment, token: entry.token,
+                    invalidatedAtMilliseconds: outcome.unregisteredAt ?? wallClock(), reason: reason)))
+            }
+            suppression.apply(entries)
+        }
         // The output events are built off the event loop that reported the outcomes: it goes back to its sockets.
         outputsPending.add(1, ordering: .relaxed)
         NIOThreadPool.singleton.submit { [self, resolved] _ in
@@ -531,12 +575,11 @@ public final class Pipeline: RecordSink {
                         app: endpoint.app, environment: endpoint.environment, token: entry.token,
                         invalidatedAtMilliseconds: outcome.unregisteredAt ?? now, reason: suppressionReason)
                     messages.append(OutgoingMessage(topic: suppressionTopic, key: record.key, value: record.json(), ticket: ticket))
-                    suppressions.append(.suppress(record))
                 }
                 reasons.append(reason)
             }
         }
-        // This instance suppresses at once; the others when they read the records.
+        // A lifted suppression ends here at once; the others when they read the tombstone.
         suppression?.apply(suppressions)
         producer.produce(messages)
         record(accepted: accepted, errors: reasons)

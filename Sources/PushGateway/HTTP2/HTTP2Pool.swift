@@ -21,6 +21,7 @@ final class HTTP2Pool: Sendable {
     private let group: any EventLoopGroup
     private let logger: Logger
     private let onOutcomes: @Sendable ([DeliveryOutcome]) -> Void
+    private let sendCheck: SendCheck?
     private let state: Mutex<State>
     private let down = Atomic<Bool>(false)
     private let metrics: HTTP2PoolMetrics
@@ -72,9 +73,10 @@ final class HTTP2Pool: Sendable {
 
     init(
         endpoint: AppEndpoint, configuration: DeliveryConfiguration, group: any EventLoopGroup, logger: Logger,
-        onOutcomes: @escaping @Sendable ([DeliveryOutcome]) -> Void
+        sendCheck: SendCheck? = nil, onOutcomes: @escaping @Sendable ([DeliveryOutcome]) -> Void
     ) throws {
         guard let http2 = endpoint.http2 else { preconditionFailure("not an http2 endpoint") }
+        self.sendCheck = sendCheck
         self.endpoint = endpoint
         self.http2 = http2
         self.configuration = configuration
@@ -149,16 +151,29 @@ final class HTTP2Pool: Sendable {
             if let limit = connection.serverStreamLimit { metrics.streamLimit[slot].record(min(limit, Int(Int32.max))) }
         }
         // One lock: the stream window applied, then as many queued deliveries as the connection has streams for.
-        let batch: [HTTP2Delivery] = state.withLock { s in
-            connection.streamCap = s.streamWindow
-            let n = min(connection.available, s.queue.count)
-            guard n > 0 else { return [] }
-            let taken = Array(s.queue.prefix(n))
-            s.queue.removeFirst(n)
-            s.written += n
-            return taken
-        }
-        guard !batch.isEmpty else { return }
+        var batch: [HTTP2Delivery] = []
+        repeat {
+            batch = state.withLock { s in
+                connection.streamCap = s.streamWindow
+                let n = min(connection.available, s.queue.count)
+                guard n > 0 else { return [] }
+                let taken = Array(s.queue.prefix(n))
+                s.queue.removeFirst(n)
+                s.written += n
+                return taken
+            }
+            guard !batch.isEmpty else { return }
+            // Those the send check stops (token suppression) end here; the rest go out.
+            if let sendCheck {
+                let stopped = sendCheck(endpoint.key, batch.map { ($0.ticket, $0.sends) })
+                if !stopped.isEmpty {
+                    state.withLock { $0.written -= stopped.count }
+                    onOutcomes(stopped.map(\.outcome))
+                    let dropped = Set(stopped.map(\.index))
+                    batch = batch.enumerated().filter { !dropped.contains($0.offset) }.map(\.element)
+                }
+            }
+        } while batch.isEmpty
         let rest = connection.submit(batch)
         if !rest.isEmpty {
             state.withLock { s in
