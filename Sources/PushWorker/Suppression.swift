@@ -83,7 +83,7 @@ public struct SuppressionService: Service {
     public init(properties: [String: String], topic: String, list: SuppressionList, logger: Logger) throws(KafkaError) {
         var properties = properties
         properties["enable.auto.commit"] = nil
-        reader = try KafkaReplayReader(properties: properties, topic: topic, start: .earliest, readAhead: 100_000, follow: true)
+        reader = try KafkaReplayReader(properties: properties, topic: topic, start: .earliest, readAhead: 10_000, follow: true)
         self.properties = properties
         self.list = list
         self.logger = logger

@@ -192,7 +192,7 @@ class Simulator:
 
 def worker_config(workdir, servers, gateway_port, feedback_port, http_port, max_in_flight=100000, connections=2,
                   reconnect=(500, 60000, 30), instance="bench-worker-1", acceptance_ms=1000, log_level="warning",
-                  consumer_properties=None, protocol=None, api_port=None, suppression=False):
+                  consumer_properties=None, protocol=None, api_port=None, suppression=False, group_id="pushworker-e2e"):
     """The worker's configuration; with `api_port`, the app goes over the HTTP/2 API with token authentication;
     with `suppression`, tokens reported gone are shared through SUPPRESSED."""
     pki = f"{ROOT}/pki"
@@ -217,7 +217,7 @@ def worker_config(workdir, servers, gateway_port, feedback_port, http_port, max_
     with open(path, "w") as f:
         f.write(f"""kafka:
   brokers: "{servers}"
-  group_id: pushworker-e2e
+  group_id: {group_id}
   input_topics: [{INPUT}]
   delivery_error_topic: {ERRORS}
   feedback_topic: {FEEDBACK}
