@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import Metrics
 import PushCore
@@ -123,6 +126,11 @@ public struct SuppressionService: Service {
         for await batch in reader.records {
             if batch.isEmpty {
                 list.markLoaded()
+                #if canImport(Glibc)
+                // Reading the topic passed every record through the heap once (and a broker may have answered with
+                // a partition's whole backlog): give what is free back to the system.
+                malloc_trim(0)
+                #endif
                 logger.info("suppression topic loaded", metadata: [
                     "topic": "\(reader.topic)", "tokens": "\(list.count)", "took": "\(ContinuousClock.now - started)",
                 ])
