@@ -121,16 +121,22 @@ public struct SuppressionService: Service {
         }
     }
 
+    /// glibc's `malloc_trim(0)` (not in the Glibc module's headers: looked up by name; a no-op elsewhere).
+    static func trimHeap() {
+        #if canImport(Glibc)
+        typealias Trim = @convention(c) (Int) -> Int32
+        if let symbol = dlsym(nil, "malloc_trim") { _ = unsafeBitCast(symbol, to: Trim.self)(0) }
+        #endif
+    }
+
     private func follow() async {
         let started = ContinuousClock.now
         for await batch in reader.records {
             if batch.isEmpty {
                 list.markLoaded()
-                #if canImport(Glibc)
                 // Reading the topic passed every record through the heap once (and a broker may have answered with
                 // a partition's whole backlog): give what is free back to the system.
-                malloc_trim(0)
-                #endif
+                Self.trimHeap()
                 logger.info("suppression topic loaded", metadata: [
                     "topic": "\(reader.topic)", "tokens": "\(list.count)", "took": "\(ContinuousClock.now - started)",
                 ])
