@@ -160,4 +160,106 @@ import Testing
         #expect(errors.count == 5)
         #expect(errors.contains { $0["event_id"]?.stringValue == "g1" && $0["detail"]?.stringValue == "token invalidated at 2026-09-21T14:13:20Z (feedback), not registered again since" && $0["status"] == .null })
     }
+
+    /// One worker of a group: its producer (acknowledgements go to one pipeline's ledger), pipeline, consumer,
+    /// suppression table and reader.
+    struct Member {
+        let producer: KafkaProducer
+        let pipeline: Pipeline
+        let consumer: KafkaConsumer
+        let list: SuppressionList
+        let reader: SuppressionService
+    }
+
+    static func member(_ properties: [String: String], endpoint: AppEndpoint, logger: Logger) throws -> Member {
+        let producer = try KafkaProducer(properties: properties, logger: logger)
+        var delivery = DeliveryConfiguration()
+        delivery.acceptanceWindow = .milliseconds(200)
+        var configuration = PipelineConfiguration(deliveryErrorTopic: "notification-errors", endpoints: [endpoint])
+        configuration.suppressionTopic = "suppressed-tokens"
+        let list = SuppressionList()
+        let pipeline = try Pipeline(
+            configuration: configuration, producer: producer, delivery: delivery, suppression: list, logger: logger,
+            wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
+        let consumer = try KafkaConsumer(
+            properties: properties.merging([
+                "group.id": "two-workers", "session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "auto.commit.interval.ms": "200",
+            ]) { $1 },
+            topics: ["notifications"], maxOutstanding: delivery.maxInFlight, sink: pipeline, logger: logger)
+        let reader = try SuppressionService(properties: properties, topic: "suppressed-tokens", list: list, logger: logger)
+        return Member(producer: producer, pipeline: pipeline, consumer: consumer, list: list, reader: reader)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aTokenOneWorkerLearnsIsGoneIsSuppressedByTheOtherWithinSeconds() async throws {
+        var quiet = Logger(label: "test")
+        quiet.logLevel = .critical
+        let cluster = try KafkaMockCluster()
+        for topic in ["notifications", "notification-errors", "suppressed-tokens"] {
+            try cluster.createTopic(topic, partitions: topic == "notifications" ? 2 : 1)
+        }
+        let properties = ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"]
+        let gone = Self.token(7)
+        var simulatorConfiguration = SimulatorConfiguration(
+            certificatePath: TestPKI.path("server.pem"), privateKeyPath: TestPKI.path("server-key.pem"), caPath: TestPKI.path("ca.pem"))
+        simulatorConfiguration.recordInMemory = true
+        simulatorConfiguration.invalidTokens = [try DeviceToken(hex: gone).bytes]
+        let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: quiet)
+        let addresses = try await simulator.start()
+        let endpoint = AppEndpoint(
+            app: "com.example.app", environment: .production, gatewayHost: "127.0.0.1", gatewayPort: addresses.gatewayPort,
+            feedbackHost: "127.0.0.1", feedbackPort: addresses.feedbackPort, connections: 1, format: .frame,
+            certificatePath: TestPKI.path("app.pem"), privateKeyPath: TestPKI.path("app-key.pem"), caPath: TestPKI.path("ca.pem"))
+        let producer = try KafkaProducer(properties: properties, logger: quiet)  // the events'
+        let members = [
+            try Self.member(properties, endpoint: endpoint, logger: quiet),
+            try Self.member(properties, endpoint: endpoint, logger: quiet),
+        ]
+        func event(_ id: String, _ token: String) -> [UInt8] {
+            Array(#"{"id":"\#(id)","app":"com.example.app","token":"\#(token)","payload":{"aps":{"alert":"hi"}}}"#.utf8)
+        }
+        func total(_ reason: DeliveryErrorReason) -> Int { members.reduce(0) { $0 + ($1.pipeline.snapshot.errorsByReason[reason] ?? 0) } }
+        func suppressed(_ list: SuppressionList) -> Bool {
+            let key = SuppressionKey(app: "com.example.app", environment: .production, token: try! DeviceToken(hex: gone))
+            if case .suppressed = list.verdict(key, registeredAt: nil) { return true }
+            return false
+        }
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await producer.run() }
+            for m in members {
+                group.addTask { await m.producer.run() }
+                group.addTask { try await m.reader.run() }
+                m.pipeline.start()
+                group.addTask { await m.consumer.run() }
+            }
+            // Both members hold a partition.
+            #expect(await eventually(within: .seconds(60)) { members.allSatisfy { $0.consumer.assignment.count == 1 } })
+
+            // One event to the token: whichever member gets it hears status 8 from the gateway.
+            producer.produce(topic: "notifications", key: Array("first".utf8), value: event("first", gone)) {}
+            #expect(await eventually(within: .seconds(30)) { total(.invalidToken) == 1 })
+            let learnt = ContinuousClock.now
+            // The other member suppresses it within 5 s of the answer.
+            #expect(await eventually(within: .seconds(5)) { members.allSatisfy { suppressed($0.list) } })
+            #expect(ContinuousClock.now - learnt < .seconds(5))
+
+            // Twenty more, spread over both partitions (both members): none reaches the gateway.
+            for i in 0..<20 { producer.produce(topic: "notifications", key: Array("again-\(i)".utf8), value: event("again-\(i)", gone)) {} }
+            #expect(await eventually(within: .seconds(30)) { total(.tokenSuppressed) == 20 && members.allSatisfy { $0.pipeline.held == 0 } },
+                    "\(members.map { "\($0.pipeline.snapshot) held \($0.pipeline.held)" })")
+            #expect(members.allSatisfy { ($0.pipeline.snapshot.errorsByReason[.tokenSuppressed] ?? 0) > 0 }, "both members suppressed some")
+            #expect(total(.invalidToken) == 1)
+            #expect(simulator.summary.errorResponses[8] == 1)
+
+            for m in members {
+                _ = await m.pipeline.stop()
+                m.consumer.stop()
+                m.reader.reader.stop()
+                m.producer.stop()
+            }
+            producer.stop()
+            try await group.waitForAll()
+        }
+        await simulator.stop()
+    }
 }
