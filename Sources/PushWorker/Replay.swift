@@ -74,17 +74,7 @@ public enum Replay {
         let producer = try KafkaProducer(properties: properties.producerProperties, logger: logger)
         var total = PipelineCounts()
         // Suppression applies to a replay as to the worker: the topic is read whole first, then followed.
-        var suppression: (list: SuppressionList, service: SuppressionService)?
-        if let topic = configuration.suppressionTopic {
-            let list = SuppressionList()
-            var readerProperties = properties.consumerProperties(groupID: "\(configuration.kafka.groupID)-suppression")
-            readerProperties["enable.auto.commit"] = nil
-            do {
-                suppression = (list, try SuppressionService(properties: readerProperties, topic: topic, list: list, logger: logger))
-            } catch {
-                throw ConfigurationError(key: "suppression.topic", "cannot read topic \(topic): \(error)")
-            }
-        }
+        let suppression = try SuppressionService.open(configuration, properties: properties, logger: logger)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await producer.run(flushTimeout: .seconds(30)) }
             defer { producer.stop() }

@@ -92,6 +92,22 @@ public struct SuppressionService: Service {
         self.logger = logger
     }
 
+    /// The list and its reader for a configuration with `suppression.topic` (nil without); a topic that cannot be
+    /// read is an error naming the key.
+    static func open(
+        _ configuration: WorkerConfiguration, properties: KafkaClientProperties, logger: Logger
+    ) throws(ConfigurationError) -> (list: SuppressionList, service: SuppressionService)? {
+        guard let topic = configuration.suppressionTopic else { return nil }
+        let list = SuppressionList()
+        var readerProperties = properties.consumerProperties(groupID: "\(configuration.kafka.groupID)-suppression")
+        readerProperties["enable.auto.commit"] = nil
+        do {
+            return (list, try SuppressionService(properties: readerProperties, topic: topic, list: list, logger: logger))
+        } catch {
+            throw ConfigurationError(key: "suppression.topic", "cannot read topic \(topic): \(error)")
+        }
+    }
+
     public func run() async throws {
         await cancelWhenGracefulShutdown {
             await withTaskCancellationHandler {

@@ -51,18 +51,7 @@ public final class Worker: Sendable {
         pipelineConfiguration.feedbackTopic = configuration.kafka.feedbackTopic
         pipelineConfiguration.defaultTTLSeconds = Int64(configuration.delivery.defaultTTLSeconds)
         pipelineConfiguration.suppressionTopic = configuration.suppressionTopic
-        if let topic = configuration.suppressionTopic {
-            let list = SuppressionList()
-            var readerProperties = properties.consumerProperties(groupID: "\(configuration.kafka.groupID)-suppression")
-            readerProperties["enable.auto.commit"] = nil
-            do {
-                suppression = (list, try SuppressionService(properties: readerProperties, topic: topic, list: list, logger: logger))
-            } catch {
-                throw ConfigurationError(key: "suppression.topic", "cannot read topic \(topic): \(error)")
-            }
-        } else {
-            suppression = nil
-        }
+        suppression = try SuppressionService.open(configuration, properties: properties, logger: logger)
         pipeline = try Pipeline(
             configuration: pipelineConfiguration, producer: producer, delivery: configuration.deliveryConfiguration,
             suppression: suppression?.list, logger: logger, wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })

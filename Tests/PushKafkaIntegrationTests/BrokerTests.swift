@@ -171,6 +171,18 @@ func drive(_ consumer: KafkaConsumer, _ received: Received) async {
         #expect(await KafkaAdmin.topicSetting("cleanup.policy", of: "plain", properties: properties) == "delete")
     }
 
+    @Test func aReaderOfATopicThatDoesNotExistFailsAndDoesNotCreateIt() throws {
+        let broker = try Broker()
+        defer { broker.stop() }
+        let properties = ["bootstrap.servers": broker.bootstrapServers, "log_level": "0"]
+        #expect(throws: KafkaError.self) {
+            _ = try KafkaReplayReader(properties: properties, topic: "no-such-topic", start: .earliest, timeoutMilliseconds: 3000, follow: true)
+        }
+        #expect(throws: KafkaError.self) {
+            _ = try KafkaReplayReader(properties: properties, topic: "no-such-topic", start: .earliest, timeoutMilliseconds: 3000, follow: true)
+        }
+    }
+
     @Test func aReplayLeavesTheGroupsOffsetsAndAResetMovesThem() async throws {
         let broker = try Broker()
         defer { broker.stop() }
