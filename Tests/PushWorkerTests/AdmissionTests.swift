@@ -19,8 +19,7 @@ import Testing
         try cluster.createTopic("notifications", partitions: 3)
         try cluster.createTopic("notification-errors", partitions: 1)
 
-        var simulatorConfiguration = SimulatorConfiguration(
-            certificatePath: TestPKI.path("server.pem"), privateKeyPath: TestPKI.path("server-key.pem"), caPath: TestPKI.path("ca.pem"))
+        var simulatorConfiguration = SimulatorConfiguration.testPKI
         simulatorConfiguration.recordInMemory = true
         let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: quiet)
         let addresses = try await simulator.start()

@@ -18,17 +18,13 @@ import Testing
         var quiet = Logger(label: "test")
         quiet.logLevel = .critical
         // Ten tuples in the list; the service sends four, then stalls until the client gives up.
-        var simulatorConfiguration = SimulatorConfiguration(
-            certificatePath: TestPKI.path("server.pem"), privateKeyPath: TestPKI.path("server-key.pem"), caPath: TestPKI.path("ca.pem"))
+        var simulatorConfiguration = SimulatorConfiguration.testPKI
         simulatorConfiguration.feedback = try FeedbackEntry.parseFile(
             (0..<10).map { "\(Self.token($0)) \(1_700_000_000 + $0)" }.joined(separator: "\n"))
         simulatorConfiguration.feedbackStallAfter = 4
         let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: quiet)
         let addresses = try await simulator.start()
-        let endpoint = AppEndpoint(
-            app: "com.example.app", environment: .production, gatewayHost: "127.0.0.1", gatewayPort: addresses.gatewayPort,
-            feedbackHost: "127.0.0.1", feedbackPort: addresses.feedbackPort, connections: 1, format: .frame,
-            certificatePath: TestPKI.path("app.pem"), privateKeyPath: TestPKI.path("app-key.pem"), caPath: TestPKI.path("ca.pem"))
+        let endpoint = AppEndpoint.testBinary(gatewayPort: addresses.gatewayPort, feedbackPort: addresses.feedbackPort, environment: .production)
         let spool = NSTemporaryDirectory() + "feedback-spool-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: spool) }
@@ -81,15 +77,11 @@ import Testing
     @Test func feedbackTuplesSuppressTheirTokens() async throws {
         var quiet = Logger(label: "test")
         quiet.logLevel = .critical
-        var simulatorConfiguration = SimulatorConfiguration(
-            certificatePath: TestPKI.path("server.pem"), privateKeyPath: TestPKI.path("server-key.pem"), caPath: TestPKI.path("ca.pem"))
+        var simulatorConfiguration = SimulatorConfiguration.testPKI
         simulatorConfiguration.feedback = try FeedbackEntry.parseFile((0..<3).map { "\(Self.token($0)) \(1_700_000_000 + $0)" }.joined(separator: "\n"))
         let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: quiet)
         let addresses = try await simulator.start()
-        let endpoint = AppEndpoint(
-            app: "com.example.app", environment: .sandbox, gatewayHost: "127.0.0.1", gatewayPort: addresses.gatewayPort,
-            feedbackHost: "127.0.0.1", feedbackPort: addresses.feedbackPort, connections: 1, format: .frame,
-            certificatePath: TestPKI.path("app.pem"), privateKeyPath: TestPKI.path("app-key.pem"), caPath: TestPKI.path("ca.pem"))
+        let endpoint = AppEndpoint.testBinary(gatewayPort: addresses.gatewayPort, feedbackPort: addresses.feedbackPort, environment: .sandbox)
         let spool = NSTemporaryDirectory() + "feedback-spool-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         defer { try? FileManager.default.removeItem(atPath: spool) }
         let cluster = try KafkaMockCluster()

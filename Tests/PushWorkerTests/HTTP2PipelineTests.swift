@@ -22,8 +22,7 @@ import Testing
         func token(_ i: Int) -> String { String(format: "%064x", 0xB0B00000 + i) }
         let unregistered = [3, 70, 201].map(token)
         let invalid = [9, 150].map(token)
-        var simulatorConfiguration = SimulatorConfiguration(
-            certificatePath: TestPKI.path("server.pem"), privateKeyPath: TestPKI.path("server-key.pem"), caPath: TestPKI.path("ca.pem"))
+        var simulatorConfiguration = SimulatorConfiguration.testPKI
         simulatorConfiguration.recordInMemory = true
         simulatorConfiguration.apiPort = 0
         simulatorConfiguration.tokenKeyPath = TestPKI.path("token-key.pub.pem")
@@ -34,10 +33,7 @@ import Testing
         let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: quiet)
         let addresses = try await simulator.start()
 
-        let binary = AppEndpoint(
-            app: "com.example.binary", environment: .production, gatewayHost: "127.0.0.1", gatewayPort: addresses.gatewayPort,
-            feedbackHost: "127.0.0.1", feedbackPort: addresses.feedbackPort, connections: 1, format: .frame,
-            certificatePath: TestPKI.path("app.pem"), privateKeyPath: TestPKI.path("app-key.pem"), caPath: TestPKI.path("ca.pem"))
+        let binary = AppEndpoint.testBinary(gatewayPort: addresses.gatewayPort, feedbackPort: addresses.feedbackPort, app: "com.example.binary")
         let http2 = AppEndpoint(
             app: "com.example.app", environment: .production, gatewayHost: "", gatewayPort: 0, feedbackHost: "", feedbackPort: 0,
             connections: 2, format: .frame, certificatePath: nil, privateKeyPath: nil, caPath: TestPKI.path("ca.pem"),

@@ -26,18 +26,14 @@ import Testing
         let unregistered = Self.token(1), badDeviceToken = Self.token(2), status8 = Self.token(3)
         let registeredAgain = Self.token(4), stillGone = Self.token(5)
 
-        var simulatorConfiguration = SimulatorConfiguration(
-            certificatePath: TestPKI.path("server.pem"), privateKeyPath: TestPKI.path("server-key.pem"), caPath: TestPKI.path("ca.pem"))
+        var simulatorConfiguration = SimulatorConfiguration.testPKI
         simulatorConfiguration.recordInMemory = true
         simulatorConfiguration.apiPort = 0
         simulatorConfiguration.unregistered[try DeviceToken(hex: unregistered).bytes] = 1_790_000_123_456
         simulatorConfiguration.invalidTokens = [try DeviceToken(hex: badDeviceToken).bytes, try DeviceToken(hex: status8).bytes]
         let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: quiet)
         let addresses = try await simulator.start()
-        let binary = AppEndpoint(
-            app: "com.example.binary", environment: .production, gatewayHost: "127.0.0.1", gatewayPort: addresses.gatewayPort,
-            feedbackHost: "127.0.0.1", feedbackPort: addresses.feedbackPort, connections: 1, format: .frame,
-            certificatePath: TestPKI.path("app.pem"), privateKeyPath: TestPKI.path("app-key.pem"), caPath: TestPKI.path("ca.pem"))
+        let binary = AppEndpoint.testBinary(gatewayPort: addresses.gatewayPort, feedbackPort: addresses.feedbackPort, app: "com.example.binary")
         let http2 = AppEndpoint(
             app: "com.example.app", environment: .production, gatewayHost: "", gatewayPort: 0, feedbackHost: "", feedbackPort: 0,
             connections: 1, format: .frame, certificatePath: TestPKI.path("app.pem"), privateKeyPath: TestPKI.path("app-key.pem"),
@@ -199,16 +195,12 @@ import Testing
         }
         let properties = ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"]
         let gone = Self.token(7)
-        var simulatorConfiguration = SimulatorConfiguration(
-            certificatePath: TestPKI.path("server.pem"), privateKeyPath: TestPKI.path("server-key.pem"), caPath: TestPKI.path("ca.pem"))
+        var simulatorConfiguration = SimulatorConfiguration.testPKI
         simulatorConfiguration.recordInMemory = true
         simulatorConfiguration.invalidTokens = [try DeviceToken(hex: gone).bytes]
         let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: quiet)
         let addresses = try await simulator.start()
-        let endpoint = AppEndpoint(
-            app: "com.example.app", environment: .production, gatewayHost: "127.0.0.1", gatewayPort: addresses.gatewayPort,
-            feedbackHost: "127.0.0.1", feedbackPort: addresses.feedbackPort, connections: 1, format: .frame,
-            certificatePath: TestPKI.path("app.pem"), privateKeyPath: TestPKI.path("app-key.pem"), caPath: TestPKI.path("ca.pem"))
+        let endpoint = AppEndpoint.testBinary(gatewayPort: addresses.gatewayPort, feedbackPort: addresses.feedbackPort, environment: .production)
         let producer = try KafkaProducer(properties: properties, logger: quiet)  // the events'
         let members = [
             try Self.member(properties, endpoint: endpoint, logger: quiet),
