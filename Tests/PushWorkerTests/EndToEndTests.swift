@@ -160,6 +160,56 @@ func produceEvents(_ servers: String, _ values: [String]) async throws {
 }
 
 @Suite(.serialized) struct ReplayEndToEndTests {
+    @Test func aReplayAppliesTokenSuppression() async throws {
+        let broker = try Broker()
+        defer { broker.stop() }
+        let servers = broker.bootstrapServers
+        try KafkaAdmin.createTopics(bootstrapServers: servers, [("notifications", 1), ("notification-errors", 1)])
+        try KafkaAdmin.createTopics(bootstrapServers: servers, [("suppressed-tokens", 1)], config: ["cleanup.policy": "compact"])
+        let folder = NSTemporaryDirectory() + "replay-suppression-\(getpid())"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let binary = BuiltExecutable.path("pushworker")
+        let simulator = try Child(binary, [
+            "simulate", "--cert", TestPKI.path("server.pem"), "--key", TestPKI.path("server-key.pem"), "--ca", TestPKI.path("ca.pem"),
+            "--gateway-port", "0", "--feedback-port", "0", "--record", "\(folder)/record.jsonl",
+        ])
+        defer { simulator.killNow() }
+        let gateway = try JSONValue(parsing: simulator.readLine())["gateway"]!.stringValue!
+        try """
+            kafka: {brokers: "\(servers)"}
+            apps: [{bundle_id: com.example.app, certificate: \(TestPKI.path("app.pem")), private_key: \(TestPKI.path("app-key.pem")), gateway: "\(gateway)"}]
+            tls: {ca_file: \(TestPKI.path("ca.pem"))}
+            suppression: {topic: suppressed-tokens}
+            http: {listen: "127.0.0.1:0"}
+            log: {level: warning}
+            """.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
+        let gone = String(format: "%064x", 0x3001), fine = String(format: "%064x", 0x3002)
+        let record = SuppressionRecord(
+            app: "com.example.app", environment: .production, token: try DeviceToken(hex: gone), invalidatedAt: 1_790_000_000, reason: .feedback)
+        let producer = try KafkaProducer(properties: ["bootstrap.servers": servers, "log_level": "3"])
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await producer.run() }
+            producer.produce(topic: "suppressed-tokens", key: record.key, value: record.json()) {}
+            producer.stop()
+        }
+        try await produceEvents(servers, [gone, fine].map {
+            #"{"id":"r-\#($0.suffix(4))","app":"com.example.app","token":"\#($0)","payload":{"aps":{"alert":"x"}}}"#
+        })
+
+        let replay = try Child(binary, ["replay", "--config", "\(folder)/worker.yaml", "--to-earliest"])
+        let summary = try JSONValue(parsing: replay.readLine())
+        #expect(replay.wait() == 0)
+        #expect(summary["replayed"] == JSONValue.number(2))
+        #expect(summary["accepted"] == JSONValue.number(1))
+        #expect(summary["errors"]?["token_suppressed"] == JSONValue.number(1))
+        simulator.signal(SIGTERM)
+        simulator.wait()
+        let recorded = try String(contentsOfFile: "\(folder)/record.jsonl", encoding: .utf8).split(separator: "\n")
+            .map { try! JSONValue(parsing: String($0))["token"]!.stringValue! }
+        #expect(recorded == [fine])
+    }
+
     @Test func aTimeRangeIsResentExactlyAndTheGroupsOffsetsStay() async throws {
         let broker = try Broker()
         defer { broker.stop() }
