@@ -484,7 +484,7 @@ public final class Pipeline: RecordSink {
     /// then their output events are handed to the producer.
     private func settle(_ outcomes: [DeliveryOutcome]) {
         let reportOutputs = reportTopic == nil ? 0 : 1
-        var resolved: [(DeliveryOutcome, LedgerTicket, HeldEvent, RecordSource?)] = []
+        var resolved: [Resolved] = []
         resolved.reserveCapacity(outcomes.count)
         state.withLock { s in
             for outcome in outcomes {
@@ -504,20 +504,25 @@ public final class Pipeline: RecordSink {
                 }), let entry else { continue }
                 // The record's source only for the events that name it (not for an accepted one without a report).
                 let source = outputs == 0 ? nil : s.ledger.topicPartition(slot: ticket.slot).source(offset: offset)
-                resolved.append((outcome, ticket, entry, source))
+                resolved.append((outcome, ticket, entry, source, nil))
             }
         }
         guard !resolved.isEmpty else { return }
         // This instance suppresses what its gateways reported gone at once, before any resend can be taken (the
         // other instances when they read the records).
+        // SPEC section 10's time: the 410's timestamp, else the time of the answer. The same record goes to the topic.
         if let suppression {
+            let now = wallClock()
             var entries: [SuppressionEntry] = []
-            for (outcome, _, entry, _) in resolved {
+            for i in resolved.indices {
+                let (outcome, _, entry, _, _) = resolved[i]
                 guard let reason = Self.suppressionReason(of: outcome) else { continue }
                 let endpoint = endpointKeys[entry.endpoint]
-                entries.append(.suppress(SuppressionRecord(
+                let record = SuppressionRecord(
                     app: endpoint.app, environment: endpoint.environment, token: entry.token,
-                    invalidatedAtMilliseconds: outcome.unregisteredAt ?? wallClock(), reason: reason)))
+                    invalidatedAtMilliseconds: outcome.unregisteredAt ?? now, reason: reason)
+                resolved[i].suppression = record
+                entries.append(.suppress(record))
             }
             suppression.apply(entries)
         }
@@ -529,14 +534,20 @@ public final class Pipeline: RecordSink {
         }
     }
 
+    /// An outcome resolved in the ledger: what its output events need (the record's source when one names it, and the
+    /// suppression record its outcome writes, if any).
+    private typealias Resolved = (
+        outcome: DeliveryOutcome, ticket: LedgerTicket, entry: HeldEvent, source: RecordSource?, suppression: SuppressionRecord?
+    )
+
     /// Builds and produces the output events of resolved outcomes, and counts them.
-    private func produceOutputs(_ resolved: [(DeliveryOutcome, LedgerTicket, HeldEvent, RecordSource?)]) {
+    private func produceOutputs(_ resolved: [Resolved]) {
         let now = wallClock()
         var messages: [OutgoingMessage] = []
         var accepted = 0
         var reasons: [DeliveryErrorReason] = []
         var suppressions: [SuppressionEntry] = []
-        for (outcome, ticket, entry, source) in resolved {
+        for (outcome, ticket, entry, source, suppressionRecord) in resolved {
             let endpoint = endpointKeys[entry.endpoint]
             switch outcome.result {
             case .accepted:
@@ -569,11 +580,7 @@ public final class Pipeline: RecordSink {
                         timestamp: UInt32(clamping: unregisteredAt / 1000), receivedAt: now)
                     messages.append(OutgoingMessage(topic: feedbackTopic, key: Array(hex.utf8), value: feedback.json(), ticket: ticket))
                 }
-                if let suppressionTopic, let suppressionReason = Self.suppressionReason(of: outcome) {
-                    // SPEC section 10: the 410's timestamp, else the time of the answer.
-                    let record = SuppressionRecord(
-                        app: endpoint.app, environment: endpoint.environment, token: entry.token,
-                        invalidatedAtMilliseconds: outcome.unregisteredAt ?? now, reason: suppressionReason)
+                if let suppressionTopic, let record = suppressionRecord {
                     messages.append(OutgoingMessage(topic: suppressionTopic, key: record.key, value: record.json(), ticket: ticket))
                 }
                 reasons.append(reason)
