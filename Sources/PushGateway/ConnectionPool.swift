@@ -143,14 +143,10 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
     func take(max: Int, slot: Int, held: Int) -> [Delivery] {
         while true {
             let batch = state.withLock { $0.machine.take(max: max, slot: slot, held: held) }
-            guard let sendCheck, !batch.isEmpty else { return batch }
-            let stopped = sendCheck(endpoint.key, batch.map { ($0.ticket, $0.sends) })
-            guard !stopped.isEmpty else { return batch }
-            report(stopped.map(\.outcome))
-            let dropped = Set(stopped.map(\.index))
-            let kept = batch.enumerated().filter { !dropped.contains($0.offset) }.map(\.element)
+            let (kept, stopped) = batch.passing(sendCheck, app: endpoint.key) { ($0.ticket, $0.sends) }
+            report(stopped)
             // All stopped: take again, so the connection is not left idle with work queued.
-            if !kept.isEmpty { return kept }
+            if !kept.isEmpty || batch.isEmpty { return kept }
         }
     }
 

@@ -12,6 +12,19 @@ import Synchronization
 /// after all, each with its outcome. `candidates` are the tickets and the times each was sent before.
 public typealias SendCheck = @Sendable (_ app: AppKey, _ candidates: [(ticket: DeliveryTicket, sends: Int)]) -> [(index: Int, outcome: DeliveryOutcome)]
 
+extension Array {
+    /// A batch about to be written, split by the send check: what goes out, and the outcomes of what it stopped.
+    func passing(
+        _ check: SendCheck?, app: AppKey, _ candidate: (Element) -> (ticket: DeliveryTicket, sends: Int)
+    ) -> (kept: [Element], stopped: [DeliveryOutcome]) {
+        guard let check, !isEmpty else { return (self, []) }
+        let stopped = check(app, map(candidate))
+        guard !stopped.isEmpty else { return (self, []) }
+        let dropped = Set(stopped.map(\.index))
+        return (enumerated().filter { !dropped.contains($0.offset) }.map(\.element), stopped.map(\.outcome))
+    }
+}
+
 /// One ``ConnectionPool`` per binary (app, environment), one ``HTTP2Pool`` per HTTP/2 one. ``submit(_:to:)`` waits while `maxInFlight` deliveries are held
 /// (backpressure: nothing is dropped, nothing grows without bound). Every submitted delivery ends in exactly one
 /// outcome passed to `onOutcomes` (from event-loop threads, in batches; keep the handler quick), unless the engine

@@ -164,15 +164,12 @@ final class HTTP2Pool: Sendable {
             }
             guard !batch.isEmpty else { return }
             // Those the send check stops (token suppression) end here; the rest go out.
-            if let sendCheck {
-                let stopped = sendCheck(endpoint.key, batch.map { ($0.ticket, $0.sends) })
-                if !stopped.isEmpty {
-                    state.withLock { $0.written -= stopped.count }
-                    onOutcomes(stopped.map(\.outcome))
-                    let dropped = Set(stopped.map(\.index))
-                    batch = batch.enumerated().filter { !dropped.contains($0.offset) }.map(\.element)
-                }
+            let (kept, stopped) = batch.passing(sendCheck, app: endpoint.key) { ($0.ticket, $0.sends) }
+            if !stopped.isEmpty {
+                state.withLock { $0.written -= stopped.count }
+                onOutcomes(stopped)
             }
+            batch = kept
         } while batch.isEmpty
         let rest = connection.submit(batch)
         if !rest.isEmpty {
