@@ -160,6 +160,30 @@ func produceEvents(_ servers: String, _ values: [String]) async throws {
 }
 
 @Suite(.serialized) struct ReplayEndToEndTests {
+    /// `pushworker simulate` recording to `folder`, and `folder/worker.yaml` for one app delivered to it, with
+    /// `extra` (a YAML line) added.
+    static func simulatorAndConfiguration(folder: String, servers: String, extra: String) throws -> Child {
+        let simulator = try Child(BuiltExecutable.path("pushworker"), [
+            "simulate", "--cert", TestPKI.path("server.pem"), "--key", TestPKI.path("server-key.pem"), "--ca", TestPKI.path("ca.pem"),
+            "--gateway-port", "0", "--feedback-port", "0", "--record", "\(folder)/record.jsonl",
+        ])
+        do {
+            let gateway = try JSONValue(parsing: simulator.readLine())["gateway"]!.stringValue!
+            try """
+                kafka: {brokers: "\(servers)"}
+                apps: [{bundle_id: com.example.app, certificate: \(TestPKI.path("app.pem")), private_key: \(TestPKI.path("app-key.pem")), gateway: "\(gateway)"}]
+                tls: {ca_file: \(TestPKI.path("ca.pem"))}
+                \(extra)
+                http: {listen: "127.0.0.1:0"}
+                log: {level: warning}
+                """.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
+        } catch {
+            simulator.killNow()
+            throw error
+        }
+        return simulator
+    }
+
     @Test func aReplayAppliesTokenSuppression() async throws {
         let broker = try Broker()
         defer { broker.stop() }
@@ -170,20 +194,8 @@ func produceEvents(_ servers: String, _ values: [String]) async throws {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let binary = BuiltExecutable.path("pushworker")
-        let simulator = try Child(binary, [
-            "simulate", "--cert", TestPKI.path("server.pem"), "--key", TestPKI.path("server-key.pem"), "--ca", TestPKI.path("ca.pem"),
-            "--gateway-port", "0", "--feedback-port", "0", "--record", "\(folder)/record.jsonl",
-        ])
+        let simulator = try Self.simulatorAndConfiguration(folder: folder, servers: servers, extra: "suppression: {topic: suppressed-tokens}")
         defer { simulator.killNow() }
-        let gateway = try JSONValue(parsing: simulator.readLine())["gateway"]!.stringValue!
-        try """
-            kafka: {brokers: "\(servers)"}
-            apps: [{bundle_id: com.example.app, certificate: \(TestPKI.path("app.pem")), private_key: \(TestPKI.path("app-key.pem")), gateway: "\(gateway)"}]
-            tls: {ca_file: \(TestPKI.path("ca.pem"))}
-            suppression: {topic: suppressed-tokens}
-            http: {listen: "127.0.0.1:0"}
-            log: {level: warning}
-            """.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
         let gone = String(format: "%064x", 0x3001), fine = String(format: "%064x", 0x3002)
         let record = SuppressionRecord(
             app: "com.example.app", environment: .production, token: try DeviceToken(hex: gone), invalidatedAt: 1_790_000_000, reason: .feedback)
@@ -219,20 +231,8 @@ func produceEvents(_ servers: String, _ values: [String]) async throws {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let binary = BuiltExecutable.path("pushworker")
-        let simulator = try Child(binary, [
-            "simulate", "--cert", TestPKI.path("server.pem"), "--key", TestPKI.path("server-key.pem"), "--ca", TestPKI.path("ca.pem"),
-            "--gateway-port", "0", "--feedback-port", "0", "--record", "\(folder)/record.jsonl",
-        ])
+        let simulator = try Self.simulatorAndConfiguration(folder: folder, servers: servers, extra: "delivery: {acceptance_window_ms: 1000}")
         defer { simulator.killNow() }
-        let gateway = try JSONValue(parsing: simulator.readLine())["gateway"]!.stringValue!
-        try """
-            kafka: {brokers: "\(servers)"}
-            apps: [{bundle_id: com.example.app, certificate: \(TestPKI.path("app.pem")), private_key: \(TestPKI.path("app-key.pem")), gateway: "\(gateway)"}]
-            tls: {ca_file: \(TestPKI.path("ca.pem"))}
-            delivery: {acceptance_window_ms: 1000}
-            http: {listen: "127.0.0.1:0"}
-            log: {level: warning}
-            """.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
 
         func event(_ name: String, _ i: Int) -> String {
             #"{"id":"\#(name)\#(i)","app":"com.example.app","token":"\#(String(format: "%064x", (name == "early" ? 0x1000 : 0x2000) + i))","payload":{"aps":{"alert":"x"}}}"#
