@@ -120,6 +120,7 @@ public final class KafkaConsumer: Sendable {
 
     private func pollLoop() {
         var throttle = FetchThrottle(limit: maxOutstanding)
+        var positions = FetchPositions()
         let messages = UnsafeMutableBufferPointer<UnsafeMutablePointer<rd_kafka_message_t>>.allocate(capacity: maxBatch)
         defer { messages.deallocate() }
         while !stopRequested.load(ordering: .relaxed) {
@@ -147,14 +148,39 @@ public final class KafkaConsumer: Sendable {
                 count += 1
             }
             if count > 0 {
-                sink.consume(PolledBatch(messages: UnsafeBufferPointer(rebasing: messages[..<count])))
-                for i in 0..<count { rd_kafka_message_destroy(messages[i]) }
+                let screened = positions.screen(
+                    messages, count: count, generation: context.generation,
+                    highWatermark: { key in highWatermark(key) }, destroy: { rd_kafka_message_destroy($0) })
+                for rewind in screened.rewinds { report(rewind) }
+                count = screened.count
+                if count > 0 {
+                    sink.consume(PolledBatch(messages: UnsafeBufferPointer(rebasing: messages[..<count])))
+                    for i in 0..<count { rd_kafka_message_destroy(messages[i]) }
+                }
             }
             storeSettledOffsets()
         }
         commitFinally(within: .seconds(10))
         rd_kafka_consumer_close(client)
         (sink as? RecordStream)?.finish()
+    }
+
+    /// The high watermark librdkafka last saw for the partition (no broker call).
+    private func highWatermark(_ key: FetchPositions.Key) -> Int64? {
+        var low: Int64 = 0
+        var high: Int64 = 0
+        let error = rd_kafka_get_watermark_offsets(client, rd_kafka_topic_name(key.topic), key.partition, &low, &high)
+        return error == RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0 ? high : nil
+    }
+
+    private func report(_ rewind: FetchPositions.Rewind) {
+        let partition = TopicPartition(topic: String(cString: rd_kafka_topic_name(rewind.key.topic)), partition: rewind.key.partition)
+        let metadata: Logger.Metadata = ["partition": "\(partition)", "offset": "\(rewind.offset)", "position": "\(rewind.expected)"]
+        if rewind.dropped {
+            logger.info("librdkafka fetched records before the partition's position again: dropped", metadata: metadata)
+        } else {
+            logger.warning("the partition's log no longer reaches its position (truncated): fetching goes on from the earlier offset", metadata: metadata)
+        }
     }
 
     private func apply(_ action: FetchThrottle.Action) {
@@ -269,6 +295,7 @@ final class RebalanceContext: Sendable {
     }
 
     var assignment: [TopicPartition] { state.withLock { $0.assignment } }
+    var generation: Int { state.withLock { $0.generation } }
     var assignmentAndGeneration: (partitions: [TopicPartition], generation: Int) {
         state.withLock { ($0.assignment, $0.generation) }
     }
