@@ -209,16 +209,14 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
     }
 
     /// An error response ended a connection on which `accepted` were accepted; what it settled goes again in
-    /// front of the queue. The gateway's own answers (status 10, or a processing error) weigh on the send window
-    /// (``SendWindow/gatewayAnswered(resent:acceptedOnConnection:)``); answers about one notification do not.
-    /// Returns the connections to wake.
+    /// front of the queue. Every answer weighs on the send window
+    /// (``SendWindow/gatewayAnswered(resent:acceptedOnConnection:)``), those about one notification's data (an
+    /// invalid token) as much as the gateway's own (status 10, a processing error). Returns the connections to wake.
     mutating func errorResponse(
         _ status: GatewayStatus, resend: [Delivery], unmatched: Bool, acceptedOnConnection accepted: Int
     ) -> [Connection] {
         if unmatched && status.deliveryErrorReason != nil { lateErrorResponses += 1 }
-        if status == .shutdown || status.isTransient {
-            window.gatewayAnswered(resent: resend.count, acceptedOnConnection: accepted)
-        }
+        window.gatewayAnswered(resent: resend.count, acceptedOnConnection: accepted)
         return requeue(resend)
     }
 

@@ -139,17 +139,22 @@ func readyAll(_ p: inout Pool, at now: ManualInstant = t0) {
         #expect(!end.down)
     }
 
-    @Test func theGatewaysOwnAnswersWeighOnTheWindowAndLateRejectionsAreCounted() {
+    @Test func costlyAnswersWeighOnTheWindowAndLateRejectionsAreCounted() {
         var p = pool(connections: 1, window: 100)
         readyAll(&p)
+        // An invalid token after one notification, 90 written behind it: the resends cost more than the connection
+        // delivered.
         _ = p.errorResponse(.invalidToken, resend: (1...90).map { delivery($0) }, unmatched: false, acceptedOnConnection: 1)
-        #expect(p.window.limit == 100)  // about one notification: says nothing against the window
-        _ = p.errorResponse(.shutdown, resend: (1...90).map { delivery($0) }, unmatched: false, acceptedOnConnection: 1)
         #expect(p.window.limit == 50)
+        _ = p.errorResponse(.shutdown, resend: (1...90).map { delivery($0) }, unmatched: false, acceptedOnConnection: 1)
+        #expect(p.window.limit == 25)
+        // One after a connection delivered more than it resends shrinks nothing.
+        _ = p.errorResponse(.invalidToken, resend: (1...20).map { delivery($0) }, unmatched: false, acceptedOnConnection: 40)
+        #expect(p.window.limit == 25)
         _ = p.errorResponse(.invalidToken, resend: [], unmatched: true, acceptedOnConnection: 1)
         _ = p.errorResponse(.shutdown, resend: [], unmatched: true, acceptedOnConnection: 1)
         #expect(p.lateErrorResponses == 1)  // status 10 naming an accepted one is ordinary
-        #expect(p.pending.count == 180)
+        #expect(p.pending.count == 200)
     }
 
     @Test func stopFinishesIdleAndScheduledSlotsAndClosesReadyOnes() {
