@@ -216,7 +216,8 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
         _ status: GatewayStatus, resend: [Delivery], unmatched: Bool, acceptedOnConnection accepted: Int
     ) -> [Connection] {
         if unmatched && status.deliveryErrorReason != nil { lateErrorResponses += 1 }
-        window.gatewayAnswered(resent: resend.count, acceptedOnConnection: accepted)
+        window.gatewayAnswered(
+            resent: resend.count, acceptedOnConnection: accepted, aboutData: status != .shutdown && !status.isTransient)
         return requeue(resend)
     }
 

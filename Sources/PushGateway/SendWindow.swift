@@ -64,14 +64,17 @@ struct SendWindow: Sendable, Equatable {
 
     /// An error response ended a connection on which `accepted` notifications were accepted (those before the named
     /// one included); `resent`, written after the named one, go again.
-    mutating func gatewayAnswered(resent: Int, acceptedOnConnection accepted: Int) {
+    /// - Parameter aboutData: the answer was about the named notification's data (status 2 to 8): the halving keeps
+    ///   the threshold, so the window doubles back per acceptance window once such answers stop (they come from
+    ///   the events, not from the gateway's state: once a token is suppressed, say, its rejections end at once).
+    mutating func gatewayAnswered(resent: Int, acceptedOnConnection accepted: Int, aboutData: Bool = false) {
         let average = carried.map { $0 + (Double(accepted) - $0) / 8 } ?? Double(accepted)
         carried = average
         guard resent > Swift.max(accepted, Self.toleratedResends) else { return }
         let halved = Swift.max(minimum, limit / 2, Int((4 * average).rounded(.up)))
         guard halved < limit else { return }
         limit = halved
-        threshold = limit
+        if !aboutData { threshold = limit }
     }
 
     private mutating func halve() {

@@ -146,8 +146,10 @@ func readyAll(_ p: inout Pool, at now: ManualInstant = t0) {
         // delivered.
         _ = p.errorResponse(.invalidToken, resend: (1...90).map { delivery($0) }, unmatched: false, acceptedOnConnection: 1)
         #expect(p.window.limit == 50)
+        #expect(p.window.threshold == p.window.maximum)  // grows back doubling once such answers stop
         _ = p.errorResponse(.shutdown, resend: (1...90).map { delivery($0) }, unmatched: false, acceptedOnConnection: 1)
         #expect(p.window.limit == 25)
+        #expect(p.window.threshold == 25)  // the gateway's own answer: grows back by an eighth
         // One after a connection delivered more than it resends shrinks nothing.
         _ = p.errorResponse(.invalidToken, resend: (1...20).map { delivery($0) }, unmatched: false, acceptedOnConnection: 40)
         #expect(p.window.limit == 25)

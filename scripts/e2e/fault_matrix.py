@@ -57,7 +57,7 @@ class Scenario:
 SCENARIOS = [
     Scenario("status 10 every 100", faults=["--shutdown-every", "100"], max_writes=8),
     Scenario("abrupt close every 1,000", faults=["--close-every", "1000"]),
-    Scenario("5% invalid tokens", invalid_share=20),
+    Scenario("5% invalid tokens", invalid_share=20, max_writes=8),
     Scenario("5% to 50 invalid tokens, suppressed", invalid_share=20, invalid_pool=50),
     # The simple format has no error responses: the gateway closes the connection at a bad notification and the
     # worker finds it by halving the suspects (each probe waits an acceptance window, hence the shorter window and
