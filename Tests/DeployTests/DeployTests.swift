@@ -196,6 +196,9 @@ import Yams
         let topics = (kafkaSection["input_topics"] as? [String] ?? []) + ["delivery_error_topic", "feedback_topic"].compactMap { kafkaSection[$0] as? String }
         #expect(topics.count == 3)
         for topic in topics { #expect(topicsScript.contains("\(topic):"), "the stack does not create \(topic)") }
+        // Token suppression: the topic the workers share is created, compacted.
+        let suppression = try #require(parsed[path: "suppression", "topic"] as? String)
+        #expect(topicsScript.contains("--topic \(suppression) ") && topicsScript.contains("cleanup.policy=compact"))
         let app = try #require((parsed["apps"] as? [[String: Any]])?.first)
         #expect((app["gateway"] as? String)?.hasPrefix("simulator:") == true)
         // The HTTP/2 app goes to the port the simulator serves the API on, with the key the simulator verifies.
