@@ -4,10 +4,11 @@ import Crdkafka
 /// the current assignment. librdkafka 2.0 (Debian's) sometimes resumes a paused partition from its reset position
 /// (the earliest offset) instead of where it paused; the records it then hands over again are already in the
 /// in-flight ledger, which would otherwise see the partition go back and restart it (every held record delivered
-/// twice). A run of records that starts before the partition's position is a re-fetch when the partition's log
-/// still reaches that position (its high watermark is at or past it): the records before the position are dropped.
-/// When the log no longer reaches it (truncated: an unclean leader election), the records are new and go through;
-/// the ledger restarts the partition as for any rewind.
+/// twice). The first run of records of a partition after its resume that starts before the partition's position is
+/// such a re-fetch when the partition's log still reaches that position (its high watermark is at or past it): the
+/// records before the position are dropped. Any other rewind goes through and the ledger restarts the partition:
+/// one outside a resume (an offset reset after the broker lost records, whose offsets may since hold new ones), or
+/// one whose log no longer reaches the position (truncated).
 ///
 /// Kept on the consumer's poll thread; a new assignment forgets every position (the partitions' next owners start
 /// at the committed offsets). Updated once per run of records of one partition in a batch.
@@ -25,13 +26,20 @@ struct FetchPositions {
         var offset: Int64
         /// The partition's position before the run.
         var expected: Int64
-        /// Whether the records before `expected` were dropped as fetched again (false: the log was truncated, the
-        /// records went through).
+        /// Whether the records before `expected` were dropped as fetched again (false: not the first run after a
+        /// resume, or the log was truncated; the records went through).
         var dropped: Bool
     }
 
     private var generation = -1
     private var next: [Key: Int64] = [:]
+    /// Partitions resumed whose first run since has not come yet.
+    private var resumed: Set<TopicPartition> = []
+
+    /// The consumer resumed these partitions.
+    mutating func resumed(_ partitions: [TopicPartition]) {
+        resumed.formUnion(partitions)
+    }
 
     /// Drops the records of `messages[..<count]` that were fetched again (destroying them) and compacts the rest to
     /// the front, in order. Returns how many are left and the rewinds seen.
@@ -39,14 +47,17 @@ struct FetchPositions {
     ///   - generation: the assignment the batch was polled in, read after the poll (a rebalance during the poll
     ///     makes the batch straddle two assignments: the positions then start over, and the batch goes through).
     ///   - highWatermark: the partition's high watermark as librdkafka last saw it (nil when unknown).
+    ///   - topicName: the name of a topic handle (asked only while a resumed partition's first run is awaited).
     ///   - destroy: frees a dropped message.
     mutating func screen(
         _ messages: UnsafeMutableBufferPointer<UnsafeMutablePointer<rd_kafka_message_t>>, count: Int, generation: Int,
-        highWatermark: (Key) -> Int64?, destroy: (UnsafeMutablePointer<rd_kafka_message_t>) -> Void
+        highWatermark: (Key) -> Int64?, topicName: (OpaquePointer) -> String,
+        destroy: (UnsafeMutablePointer<rd_kafka_message_t>) -> Void
     ) -> (count: Int, rewinds: [Rewind]) {
         if generation != self.generation {
             self.generation = generation
             next.removeAll()
+            resumed.removeAll()
             return (count, [])
         }
         var rewinds: [Rewind] = []
@@ -62,8 +73,10 @@ struct FetchPositions {
             }
             let key = Key(topic: topic, partition: first.partition)
             var dropBelow = Int64.min
+            let firstSinceResume =
+                !resumed.isEmpty && resumed.remove(TopicPartition(topic: topicName(topic), partition: first.partition)) != nil
             if let expected = next[key], first.offset < expected {
-                let dropped = (highWatermark(key) ?? -1) >= expected
+                let dropped = firstSinceResume && (highWatermark(key) ?? -1) >= expected
                 rewinds.append(Rewind(key: key, offset: first.offset, expected: expected, dropped: dropped))
                 if dropped { dropBelow = expected }
             }

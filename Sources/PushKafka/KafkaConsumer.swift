@@ -131,6 +131,7 @@ public final class KafkaConsumer: Sendable {
             let assignment = context.assignmentAndGeneration
             if let action = throttle.next(outstanding: outstanding, assignment: assignment.partitions, generation: assignment.generation) {
                 apply(action)
+                if case .resume(let partitions) = action { positions.resumed(partitions) }
             }
             var count = 0
             var timeout: Int32 = 100
@@ -150,7 +151,8 @@ public final class KafkaConsumer: Sendable {
             if count > 0 {
                 let screened = positions.screen(
                     messages, count: count, generation: context.generation,
-                    highWatermark: { key in highWatermark(key) }, destroy: { rd_kafka_message_destroy($0) })
+                    highWatermark: { key in highWatermark(key) }, topicName: { String(cString: rd_kafka_topic_name($0)) },
+                    destroy: { rd_kafka_message_destroy($0) })
                 for rewind in screened.rewinds { report(rewind) }
                 count = screened.count
                 if count > 0 {

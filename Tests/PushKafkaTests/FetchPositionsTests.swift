@@ -10,6 +10,10 @@ struct FetchPositionsTests {
     let topicA = OpaquePointer(bitPattern: 0x1000)!
     let topicB = OpaquePointer(bitPattern: 0x2000)!
 
+    static func name(of handle: OpaquePointer) -> String {
+        handle == OpaquePointer(bitPattern: 0x1000)! ? "a" : "b"
+    }
+
     /// Messages of (topic, partition, offset), owned by the test.
     final class Batch {
         let storage: UnsafeMutableBufferPointer<rd_kafka_message_t>
@@ -37,7 +41,7 @@ struct FetchPositionsTests {
         func screen(_ positions: inout FetchPositions, generation: Int = 1, high: Int64? = 1_000) -> (offsets: [Int64], rewinds: [FetchPositions.Rewind]) {
             let result = positions.screen(
                 pointers, count: pointers.count, generation: generation, highWatermark: { _ in high },
-                destroy: { self.destroyed.append($0.pointee.offset) })
+                topicName: FetchPositionsTests.name(of:), destroy: { self.destroyed.append($0.pointee.offset) })
             return (pointers[..<result.count].map(\.pointee.offset), result.rewinds)
         }
     }
@@ -59,21 +63,33 @@ struct FetchPositionsTests {
         #expect(batch.destroyed.isEmpty)
     }
 
-    @Test func recordsFetchedAgainAreDroppedAndTheRestOfTheRunKept() {
+    @Test func recordsFetchedAgainAfterAResumeAreDroppedAndTheRestOfTheRunKept() {
         var positions = started([(topicA, 0, 0), (topicA, 0, 1), (topicA, 0, 2), (topicA, 1, 5)])
+        positions.resumed([TopicPartition(topic: "a", partition: 0), TopicPartition(topic: "a", partition: 1)])
         // Partition 0 resumed from its earliest offset: 0...2 again, then 3 and 4 are new.
         let batch = Batch([(topicA, 1, 6), (topicA, 0, 0), (topicA, 0, 1), (topicA, 0, 2), (topicA, 0, 3), (topicA, 0, 4)])
         let (offsets, rewinds) = batch.screen(&positions)
         #expect(offsets == [6, 3, 4])
         #expect(batch.destroyed == [0, 1, 2])
         #expect(rewinds == [FetchPositions.Rewind(key: .init(topic: topicA, partition: 0), offset: 0, expected: 3, dropped: true)])
-        // The position moved past the kept records: 4 again is dropped too.
+        // Only the first run after the resume is screened: a later rewind goes through (to the ledger's restart).
         let again = Batch([(topicA, 0, 4), (topicA, 0, 5)])
-        #expect(again.screen(&positions).offsets == [5])
+        #expect(again.screen(&positions).offsets == [4, 5])
+        #expect(again.destroyed.isEmpty)
+    }
+
+    @Test func aRewindOutsideAResumeGoesThrough() {
+        // An offset reset after the broker lost records: the offsets may hold new records now.
+        var positions = started([(topicA, 0, 10), (topicA, 0, 11)])
+        let batch = Batch([(topicA, 0, 0), (topicA, 0, 1)])
+        let (offsets, rewinds) = batch.screen(&positions)
+        #expect(offsets == [0, 1])
+        #expect(rewinds.map(\.dropped) == [false])
     }
 
     @Test func aTruncatedLogGoesThrough() {
         var positions = started([(topicA, 0, 7), (topicA, 0, 8), (topicA, 0, 9)])
+        positions.resumed([TopicPartition(topic: "a", partition: 0)])
         // The log now ends at 8 (below the position 10): the records from 8 on are new ones.
         let batch = Batch([(topicA, 0, 8), (topicA, 0, 9)])
         let (offsets, rewinds) = batch.screen(&positions, high: 9)
@@ -81,6 +97,7 @@ struct FetchPositionsTests {
         #expect(batch.destroyed.isEmpty)
         #expect(rewinds.map(\.dropped) == [false])
         // An unknown watermark is treated the same way: nothing is dropped on a guess.
+        positions.resumed([TopicPartition(topic: "a", partition: 0)])
         let unknown = Batch([(topicA, 0, 9)])
         #expect(unknown.screen(&positions, high: nil).offsets == [9])
     }
