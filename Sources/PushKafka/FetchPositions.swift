@@ -80,6 +80,13 @@ struct FetchPositions {
                 rewinds.append(Rewind(key: key, offset: first.offset, expected: expected, dropped: dropped))
                 if dropped { dropBelow = expected }
             }
+            if dropBelow == Int64.min {
+                // The common case: the whole run goes through.
+                while i < end { messages[kept] = messages[i]; kept += 1; i += 1 }
+                next[key] = messages[kept - 1].pointee.offset + 1
+                continue
+            }
+            var last: Int64?
             while i < end {
                 let message = messages[i]
                 if message.pointee.offset < dropBelow {
@@ -87,10 +94,11 @@ struct FetchPositions {
                 } else {
                     messages[kept] = message
                     kept += 1
-                    next[key] = message.pointee.offset + 1
+                    last = message.pointee.offset
                 }
                 i += 1
             }
+            if let last { next[key] = last + 1 }
         }
         return (kept, rewinds)
     }

@@ -84,21 +84,14 @@ import Testing
         process.standardOutput = stdout
         process.standardError = stderr
         try process.run()
+        let errors = PipeReader(stderr.fileHandleForReading)
         stdin.fileHandleForWriting.write(Data(input.utf8))
         try stdin.fileHandleForWriting.close()
-        let errors = Mutex(Data())
-        stderr.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            errors.withLock { $0 += data }
-        }
         let output = stdout.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        stderr.fileHandleForReading.readabilityHandler = nil
-        errors.withLock { $0 += stderr.fileHandleForReading.readDataToEndOfFile() }
+        let errorText = String(decoding: errors.readToEnd(), as: UTF8.self)
         #expect(process.terminationReason == .exit, "\(arguments) died of a signal")
-        return (
-            process.terminationStatus, String(decoding: output, as: UTF8.self),
-            String(decoding: errors.withLock { $0 }, as: UTF8.self))
+        return (process.terminationStatus, String(decoding: output, as: UTF8.self), errorText)
     }
 
     @Test func runNamesAKeyThatDoesNotLoadBeforeItTouchesKafka() throws {
@@ -162,21 +155,16 @@ import Testing
         let stderr = Pipe()
         process.standardError = stderr
         process.standardOutput = FileHandle.nullDevice
-        let text = Mutex("")
-        stderr.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            text.withLock { $0 += String(decoding: data, as: UTF8.self) }
-        }
         try process.run()
         defer { if process.isRunning { process.terminate() } }
+        let text = PipeReader(stderr.fileHandleForReading)
         let deadline = Date().addingTimeInterval(60)
-        while !text.withLock({ $0.contains(#""facility""#) }) && Date() < deadline && process.isRunning {
+        while !text.text.contains(#""facility""#) && Date() < deadline && process.isRunning {
             Thread.sleep(forTimeInterval: 0.05)
         }
         kill(process.processIdentifier, SIGTERM)
         process.waitUntilExit()
-        stderr.fileHandleForReading.readabilityHandler = nil
-        let lines = text.withLock { $0 }.split(separator: "\n")
+        let lines = String(decoding: text.readToEnd(), as: UTF8.self).split(separator: "\n")
         #expect(lines.contains { $0.contains(#""facility""#) }, "librdkafka logged through the worker's logger")
         for line in lines {
             #expect((try? JSONValue(parsing: String(line))) != nil, "not JSON: \(line)")
