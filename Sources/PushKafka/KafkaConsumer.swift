@@ -181,7 +181,8 @@ public final class KafkaConsumer: Sendable {
         if rewind.dropped {
             logger.info("librdkafka fetched records before the partition's position again: dropped", metadata: metadata)
         } else {
-            logger.warning("the partition's log no longer reaches its position (truncated): fetching goes on from the earlier offset", metadata: metadata)
+            // Not right after a resume, or the log no longer reaches the position: followed as fetched.
+            logger.warning("librdkafka fetched from before the partition's position: delivering from there again", metadata: metadata)
         }
     }
 
