@@ -25,7 +25,8 @@ public struct KafkaRecord: Sendable, Hashable {
 /// prefixes and committed by librdkafka's auto-commit, and synchronously when partitions are revoked and on close.
 /// When the sink's ``RecordSink/pressure`` reaches `maxOutstanding`, the assigned partitions are paused: fetching
 /// stops, nothing is dropped (``FetchThrottle`` decides when and which: a resume names every partition paused since
-/// the last one, so that a rebalance while paused cannot leave partitions paused for good).
+/// the last one, so that a rebalance while paused cannot leave partitions paused for good). Records librdkafka fetches
+/// again right after a resume are dropped before the sink sees them (``FetchPositions``).
 public final class KafkaConsumer: Sendable {
     /// Who owns the polled records.
     public let sink: any RecordSink
