@@ -152,7 +152,7 @@ public final class KafkaConsumer: Sendable {
             if count > 0 {
                 let screened = positions.screen(
                     messages, count: count, generation: context.generation,
-                    highWatermark: { key in highWatermark(key) }, topicName: { String(cString: rd_kafka_topic_name($0)) },
+                    highWatermark: highWatermark, topicName: { String(cString: rd_kafka_topic_name($0)) },
                     destroy: { rd_kafka_message_destroy($0) })
                 for rewind in screened.rewinds { report(rewind) }
                 count = screened.count

@@ -99,8 +99,7 @@ public struct SuppressionService: Service {
     ) throws(ConfigurationError) -> (list: SuppressionList, service: SuppressionService)? {
         guard let topic = configuration.suppressionTopic else { return nil }
         let list = SuppressionList()
-        var readerProperties = properties.consumerProperties(groupID: "\(configuration.kafka.groupID)-suppression")
-        readerProperties["enable.auto.commit"] = nil
+        let readerProperties = properties.consumerProperties(groupID: "\(configuration.kafka.groupID)-suppression")
         do {
             return (list, try SuppressionService(properties: readerProperties, topic: topic, list: list, logger: logger))
         } catch {

@@ -50,24 +50,14 @@ import Testing
             }
             earlier.stop()  // flushes
         }
-        let producer = try KafkaProducer(properties: properties, logger: quiet)
-
-        var delivery = DeliveryConfiguration()
-        delivery.acceptanceWindow = .seconds(1)  // the product's: a busy machine answers status 8 late
-        var configuration = PipelineConfiguration(deliveryErrorTopic: "notification-errors", endpoints: [binary, http2])
-        configuration.feedbackTopic = "notification-feedback"
-        configuration.suppressionTopic = "suppressed-tokens"
-        let list = SuppressionList()
-        let pipeline = try Pipeline(
-            configuration: configuration, producer: producer, delivery: delivery, suppression: list, logger: quiet,
-            wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
-        let consumer = try KafkaConsumer(
-            properties: properties.merging(["group.id": "suppression-pipeline"]) { $1 },
-            topics: ["notifications"], maxOutstanding: delivery.maxInFlight, sink: pipeline, logger: quiet)
+        let worker = try Self.member(
+            properties, endpoints: [binary, http2], group: "suppression-pipeline", feedbackTopic: "notification-feedback",
+            logger: quiet)
+        let (producer, pipeline, consumer, list) = (worker.producer, worker.pipeline, worker.consumer, worker.list)
         // This instance's reader, and another instance's (its table only).
         let other = SuppressionList()
         let readers = [
-            try SuppressionService(properties: properties, topic: "suppressed-tokens", list: list, logger: quiet),
+            worker.reader,
             try SuppressionService(properties: properties, topic: "suppressed-tokens", list: other, logger: quiet),
         ]
 
@@ -167,20 +157,23 @@ import Testing
         let reader: SuppressionService
     }
 
-    static func member(_ properties: [String: String], endpoint: AppEndpoint, logger: Logger) throws -> Member {
+    /// - Parameter consumerProperties: added to `properties` for the consumer (with `group`).
+    static func member(
+        _ properties: [String: String], endpoints: [AppEndpoint], group: String, feedbackTopic: String? = nil,
+        consumerProperties: [String: String] = [:], logger: Logger
+    ) throws -> Member {
         let producer = try KafkaProducer(properties: properties, logger: logger)
         var delivery = DeliveryConfiguration()
         delivery.acceptanceWindow = .seconds(1)  // the product's: a busy machine answers status 8 late
-        var configuration = PipelineConfiguration(deliveryErrorTopic: "notification-errors", endpoints: [endpoint])
+        var configuration = PipelineConfiguration(deliveryErrorTopic: "notification-errors", endpoints: endpoints)
+        configuration.feedbackTopic = feedbackTopic
         configuration.suppressionTopic = "suppressed-tokens"
         let list = SuppressionList()
         let pipeline = try Pipeline(
             configuration: configuration, producer: producer, delivery: delivery, suppression: list, logger: logger,
             wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
         let consumer = try KafkaConsumer(
-            properties: properties.merging([
-                "group.id": "two-workers", "session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "auto.commit.interval.ms": "200",
-            ]) { $1 },
+            properties: properties.merging(consumerProperties.merging(["group.id": group]) { $1 }) { $1 },
             topics: ["notifications"], maxOutstanding: delivery.maxInFlight, sink: pipeline, logger: logger)
         let reader = try SuppressionService(properties: properties, topic: "suppressed-tokens", list: list, logger: logger)
         return Member(producer: producer, pipeline: pipeline, consumer: consumer, list: list, reader: reader)
@@ -202,9 +195,11 @@ import Testing
         let addresses = try await simulator.start()
         let endpoint = AppEndpoint.testBinary(gatewayPort: addresses.gatewayPort, feedbackPort: addresses.feedbackPort, environment: .production)
         let producer = try KafkaProducer(properties: properties, logger: quiet)  // the events'
+        // Quick rebalances and commits: the two share the input's partitions.
+        let sharing = ["session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "auto.commit.interval.ms": "200"]
         let members = [
-            try Self.member(properties, endpoint: endpoint, logger: quiet),
-            try Self.member(properties, endpoint: endpoint, logger: quiet),
+            try Self.member(properties, endpoints: [endpoint], group: "two-workers", consumerProperties: sharing, logger: quiet),
+            try Self.member(properties, endpoints: [endpoint], group: "two-workers", consumerProperties: sharing, logger: quiet),
         ]
         func event(_ id: String, _ token: String) -> [UInt8] {
             Array(#"{"id":"\#(id)","app":"com.example.app","token":"\#(token)","payload":{"aps":{"alert":"hi"}}}"#.utf8)
