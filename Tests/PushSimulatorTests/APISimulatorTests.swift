@@ -205,6 +205,30 @@ private func providerToken(issuedAt: Int64, key: String = "AuthKey_KEY1234567.p8
         }
     }
 
+    @Test func delayedAnswersComeNoSoonerThanTheDelayAndAllArrive() async throws {
+        let configuration = apiConfiguration { $0.responseDelayMilliseconds = 150 }
+        try await withSimulator(configuration) { simulator, addresses in
+            let client = try await H2TestClient.connect(port: try #require(addresses.apiPort), certificate: "app")
+            let clock = ContinuousClock()
+            let answers = try await withThrowingTaskGroup(of: (H2Response, Duration).self) { group in
+                for _ in 0..<8 {
+                    group.addTask {
+                        let start = clock.now
+                        let answer = try await client.send(alert())
+                        return (answer, clock.now - start)
+                    }
+                }
+                var all: [(H2Response, Duration)] = []
+                for try await answer in group { all.append(answer) }
+                return all
+            }
+            #expect(answers.map(\.0.status) == Array(repeating: 200, count: 8))
+            #expect(answers.allSatisfy { $0.1 >= .milliseconds(150) })
+            await client.close()
+            #expect(simulator.recordedRequests.count == 8)
+        }
+    }
+
     @Test func goawayNamesTheLastAnsweredStreamAndLaterStreamsGoUnanswered() async throws {
         let configuration = apiConfiguration {
             $0.goawayEvery = 3

@@ -37,11 +37,20 @@ final class APIConnection: ChannelInboundHandler {
     private var succeeded = false
     private var closing = false
     private var needsFlush = false
+    /// Answers of this read waiting for `--response-delay-ms`: they leave together, in one flush, that long after the
+    /// read (as a WAN delivers a burst of responses: one segment, not one write per response).
+    private var delayed: [DelayedAnswer] = []
     /// Requests whose END_STREAM has not arrived yet.
     private var partial: [HTTP2StreamID: PartialRequest] = [:]
 
     /// More than any push type allows: a longer body is kept up to here (the rest dropped), and answered 413.
     static let bodyLimit = PushType.largestPayloadSize + 1
+
+    private struct DelayedAnswer {
+        var answer: APIAnswer
+        var id: HTTP2StreamID
+        var retire: Bool
+    }
 
     private struct PartialRequest {
         var headers = HPACKHeaders()
@@ -135,6 +144,19 @@ final class APIConnection: ChannelInboundHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
+        if !delayed.isEmpty {
+            let batch = delayed
+            delayed.removeAll(keepingCapacity: true)
+            let delay = TimeAmount.milliseconds(Int64(self.context.configuration.responseDelayMilliseconds))
+            context.eventLoop.assumeIsolated().scheduleTask(in: delay) { [self] in
+                for item in batch { respond(item.answer, id: item.id, retire: item.retire, context: context) }
+                countAccepted()
+                if needsFlush {
+                    needsFlush = false
+                    context.flush()
+                }
+            }
+        }
         countAccepted()
         if needsFlush {
             needsFlush = false
@@ -174,16 +196,8 @@ final class APIConnection: ChannelInboundHandler {
                 }
             }
         }
-        let delay = configuration.responseDelayMilliseconds
-        if delay > 0 {
-            context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(delay))) { [self] in
-                respond(answer, id: id, retire: retire, context: context)
-                countAccepted()
-                if needsFlush {
-                    needsFlush = false
-                    context.flush()
-                }
-            }
+        if configuration.responseDelayMilliseconds > 0 {
+            delayed.append(DelayedAnswer(answer: answer, id: id, retire: retire))
         } else {
             respond(answer, id: id, retire: retire, context: context)
         }
