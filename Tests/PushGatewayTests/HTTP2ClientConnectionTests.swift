@@ -62,9 +62,10 @@ import Testing
         }
     }
 
-    static func deliveries(_ count: Int) -> [HTTP2Delivery] {
+    /// `count` notifications; the i-th goes to token `tokenOf(i) + 1`.
+    static func deliveries(_ count: Int, tokenOf: (Int) -> Int = { $0 }) -> [HTTP2Delivery] {
         (0..<count).map { i in
-            let json = #"{"id":"e\#(i)","app":"com.example.app","token":"\#(String(format: "%064x", i + 1))","payload":{"aps":{"alert":"hi \#(i)"}}}"#
+            let json = #"{"id":"e\#(i)","app":"com.example.app","token":"\#(String(format: "%064x", tokenOf(i) + 1))","payload":{"aps":{"alert":"hi \#(i)"}}}"#
             guard case .success(let event) = EventDecoder.http2.decode(json),
                   let request = try? APNsRequest(event: event, app: HTTP2AppSettings(bundleID: "com.example.app"), recordTimestamp: Int64(Date().timeIntervalSince1970), defaultTTL: 86400)
             else { fatalError("sample event") }

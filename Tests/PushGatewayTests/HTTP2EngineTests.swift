@@ -19,6 +19,7 @@ import Testing
 
     static func run(
         count: Int, token: Bool = true, connections: Int = 2, maxAttempts: Int = 5, secondHalfAfter pause: Duration? = nil,
+        retryDelays: (initial: Duration, maximum: Duration) = (.milliseconds(5), .milliseconds(50)), oneDeviceToken: Bool = false,
         simulator change: (inout SimulatorConfiguration) -> Void = { _ in }
     ) async throws -> Result {
         var quiet = Logger(label: "test")
@@ -44,15 +45,15 @@ import Testing
                     : .certificate))
         var delivery = DeliveryConfiguration()
         delivery.maxAttempts = maxAttempts
-        delivery.reconnectInitial = .milliseconds(5)
-        delivery.reconnectMaximum = .milliseconds(50)
+        delivery.reconnectInitial = retryDelays.initial
+        delivery.reconnectMaximum = retryDelays.maximum
         delivery.jitterSeed = 7
         let outcomes = Mutex<[DeliveryTicket: [DeliveryOutcome]]>([:])
         let engine = try DeliveryEngine(endpoints: [endpoint], configuration: delivery, logger: quiet) { batch in
             outcomes.withLock { o in for outcome in batch { o[outcome.ticket, default: []].append(outcome) } }
         }
         engine.start()
-        let deliveries = HTTP2ClientConnectionTests.deliveries(count)
+        let deliveries = HTTP2ClientConnectionTests.deliveries(count, tokenOf: { oneDeviceToken ? 0 : $0 })
         if let pause {
             // The second half goes out once `pause` has passed on the clock (a token's lifetime, say).
             engine.enqueue(Array(deliveries.prefix(count / 2)), to: endpoint.key)
@@ -98,6 +99,24 @@ import Testing
         #expect(r.recorded.count == 600, "\(r.summary)")
         #expect(Set(r.recorded.map(\.token)).count == 600)
         #expect(r.outcomes.values.contains { $0[0].attempts > 1 })  // the faults did happen
+    }
+
+    @Test(.timeLimit(.minutes(1))) func tooManyRequestsPacesTheDeviceTokensRetriesApart() async throws {
+        // Eight notifications to one device token, every request answered 429. Each 429 doubles the token's delay
+        // (20, 40, 80 ... ms, at most 2 s), so the eight first retries go out apart and the last one no sooner than
+        // 2 s after the first answers; paced per notification, all eight would have gone again after 20 ms.
+        let clock = ContinuousClock()
+        let start = clock.now
+        let r = try await Self.run(
+            count: 8, token: false, maxAttempts: 2, retryDelays: (.milliseconds(20), .seconds(2)), oneDeviceToken: true
+        ) { $0.rate429 = 1 }
+        let elapsed = clock.now - start
+        #expect(r.outcomes.count == 8)
+        #expect(r.outcomes.values.allSatisfy {
+            $0.count == 1 && $0[0].result == .failed(.retriesExhausted, status: nil, detail: "TooManyRequests") && $0[0].attempts == 2
+        })
+        #expect(r.summary.contains("\"429 TooManyRequests\": 16"), "\(r.summary)")
+        #expect(elapsed >= .seconds(2))
     }
 
     @Test(.timeLimit(.minutes(2))) func finalAnswersEndTheirNotifications() async throws {

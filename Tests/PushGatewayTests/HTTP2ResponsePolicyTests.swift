@@ -45,7 +45,11 @@ import Testing
         #expect(decide(503, "ServiceUnavailable", &d).0 == .resend(delay: .milliseconds(100)))
         let (second, effects) = decide(429, "TooManyRequests", &d)
         #expect(second == .resend(delay: .milliseconds(200)))
-        #expect(effects == .init())
+        #expect(effects == .init(tooManyRequests: true))  // the pool makes the delay the device token's
+        var e = Self.delivery()
+        let (providerTokens, notPaced) = decide(429, "TooManyProviderTokenUpdates", &e)
+        #expect(providerTokens == .resend(delay: .milliseconds(100)))
+        #expect(notPaced == .init())
         #expect(decide(500, "InternalServerError", &d).0
             == .final(DeliveryOutcome(ticket: 7, result: .failed(.retriesExhausted, status: nil, detail: "InternalServerError"), attempts: 1, httpStatus: 500)))
     }

@@ -54,6 +54,8 @@ final class HTTP2Pool: Sendable {
         var streamWindow: Int
         /// Responses by status and reason (their counters, made on first use).
         var responseCounters: [ResponseKey: Counter] = [:]
+        /// The retry delay of each device token that drew 429 TooManyRequests.
+        var pacing: TooManyRequestsPacing
 
         mutating func responseCounter(_ key: ResponseKey, app: String) -> Counter {
             if let c = responseCounters[key] { return c }
@@ -101,7 +103,8 @@ final class HTTP2Pool: Sendable {
                 initial: configuration.reconnectInitial, maximum: configuration.reconnectMaximum,
                 resetAfter: configuration.reconnectResetAfter, seed: configuration.jitterSeed),
             limiter: ConnectRateLimiter(perMinute: configuration.maxNewConnectionsPerMinute, burst: configuration.connectBurst, now: now),
-            streamWindow: http2.maxConcurrentStreams))
+            streamWindow: http2.maxConcurrentStreams,
+            pacing: TooManyRequestsPacing(initialDelay: configuration.reconnectInitial, maximumDelay: configuration.reconnectMaximum)))
     }
 
     /// Opens every connection.
@@ -269,6 +272,8 @@ final class HTTP2Pool: Sendable {
             var successes = 0
             var refused: String?
             var retire = false
+            /// Answers 429, by their index in `decisions`: their resends wait their token's delay.
+            var tooManyRequests: [Int] = []
             for answer in answers {
                 var delivery = answer.delivery
                 let response = answer.response
@@ -280,8 +285,10 @@ final class HTTP2Pool: Sendable {
                     _ = try? tokens.renew(rejected: rejected, now: now)
                 }
                 retire = retire || effects.retireConnection
+                if effects.tooManyRequests { tooManyRequests.append(decisions.count) }
                 decisions.append((delivery, decision))
             }
+            let clock = ContinuousClock.now
             // One lock per batch: the counters, and what the responses say of the credentials and the stream window.
             let maximum = http2.maxConcurrentStreams
             let counters: [(Counter, Int)] = state.withLock { s in
@@ -290,6 +297,10 @@ final class HTTP2Pool: Sendable {
                 } else if successes > 0 {
                     s.credentialsRefused = nil
                     s.streamWindow = min(maximum, s.streamWindow + successes)
+                }
+                for i in tooManyRequests {
+                    let delay = s.pacing.tooManyRequests(for: decisions[i].0.request.token, now: clock)
+                    if case .resend = decisions[i].1 { decisions[i].1 = .resend(delay: delay) }
                 }
                 return counts.map { key, n in (s.responseCounter(key, app: "\(endpoint.key)"), n) }
             }

@@ -4,7 +4,8 @@ import PushCore
 /// or not, at once or after a delay), and what else the response asks of the pool.
 public struct HTTP2ResponsePolicy: Sendable {
     public let maxAttempts: Int
-    /// The first delay of a 429 or 5xx retry; it doubles per counted failure of the notification, up to `maximumDelay`.
+    /// The first delay of a 5xx retry; it doubles per counted failure of the notification, up to `maximumDelay`. (A
+    /// 429's delay is its device token's: ``Effects/tooManyRequests``.)
     public let initialDelay: Duration
     public let maximumDelay: Duration
 
@@ -29,6 +30,9 @@ public struct HTTP2ResponsePolicy: Sendable {
         public var retireConnection = false
         /// Another 403: the app's credentials are refused; its connections back off, the reason goes to `/readyz`.
         public var credentialsRefused: String?
+        /// 429 TooManyRequests: a strike against the device token; a resend waits the token's delay
+        /// (``TooManyRequestsPacing``), not the notification's own. (Not for 429 TooManyProviderTokenUpdates.)
+        public var tooManyRequests = false
     }
 
     /// A response arrived for `delivery` (its counters are updated). `now` is UNIX seconds, `nowMilliseconds` the
@@ -62,6 +66,8 @@ public struct HTTP2ResponsePolicy: Sendable {
             effects.credentialsRefused = detail
             return (counted(&delivery, detail, status: status, now: now), effects)
         case .tooManyRequests:
+            // TooManyProviderTokenUpdates is about the provider token, not the device's: paced per notification.
+            effects.tooManyRequests = response.knownReason != .tooManyProviderTokenUpdates
             return (counted(&delivery, detail, status: status, now: now), effects)
         case .serverError(let retire):
             effects.retireConnection = retire
