@@ -55,7 +55,7 @@ import Testing
         let second = FeedbackPoller(
             endpoints: [endpoint], topic: "notification-feedback", spoolDirectory: spool, interval: .seconds(3600),
             readTimeout: .milliseconds(500), producer: producer, logger: quiet, isPoller: { poller.load(ordering: .relaxed) })
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        await withTaskGroup(of: Void.self) { group in
             group.addTask { await producer.run() }
             group.addTask { await second.run() }
             #expect(await eventually { second.produced == 4 && spoolLines().isEmpty })
@@ -92,7 +92,7 @@ import Testing
         let poller = FeedbackPoller(
             endpoints: [endpoint], topic: "notification-feedback", spoolDirectory: spool, interval: .seconds(3600),
             readTimeout: .seconds(5), producer: producer, logger: quiet, suppression: ("suppressed-tokens", list))
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        await withTaskGroup(of: Void.self) { group in
             group.addTask { await producer.run() }
             group.addTask { await poller.run() }
             // The spool file goes once the feedback events and the suppression records are all acknowledged.
