@@ -76,7 +76,11 @@ final class APIConnection: ChannelInboundHandler {
         let endStream: Bool
         switch frame.payload {
         case .headers(let headers):
-            partial[id, default: PartialRequest()].headers.add(contentsOf: headers.headers)
+            if partial[id] == nil {
+                partial[id] = PartialRequest(headers: headers.headers)
+            } else {
+                partial[id]!.headers.add(contentsOf: headers.headers)  // trailers
+            }
             endStream = headers.endStream
         case .data(let data):
             if case .byteBuffer(let buffer) = data.data {
@@ -215,7 +219,9 @@ final class APIConnection: ChannelInboundHandler {
         guard mayAnswer(id) else { return }
         var headers = HPACKHeaders()
         headers.add(name: ":status", value: String(answer.status))
-        headers.add(name: "apns-id", value: answer.apnsID)
+        // A value unique to the response is not indexed: it would only push the shared ones out of the client's
+        // HPACK table, and make the encoder's table search longer.
+        headers.add(name: "apns-id", value: answer.apnsID, indexing: .nonIndexable)
         let body = answer.body
         if !body.isEmpty { headers.add(name: "content-type", value: "application/json") }
         let written = context.eventLoop.makePromise(of: Void.self)
