@@ -3,15 +3,39 @@
 // Whatever comes in, the decoder must not trap, and:
 // - a valid event encodes to a frame that the strict gateway decoder (the simulator's) accepts with the same token,
 //   payload, priority and identifier, leaving no byte over;
-// - a rejected event becomes a delivery-error event whose JSON parses and passes the delivery-error validator.
+// - a rejected event becomes a delivery-error event whose JSON parses and passes the delivery-error validator;
+// - decoded for an http2 app, a valid event's request (headers and body) is answered 200 by the simulator's strict
+//   check of the HTTP/2 provider API, as Apple's would be.
 import FuzzSupport
 import NIOCore
 import PushCore
+@testable import PushSimulator
 
 private let decoder = EventDecoder()
+private let http2Decoder = EventDecoder.http2
 private let source = RecordSource(topic: "notifications", partition: 0, offset: 0)
+private let app = HTTP2AppSettings(bundleID: "com.example.app", mdmTopic: "com.apple.mgmt.External.0123")
+private let apiCheck = APIRequestCheck(verifier: nil, invalidTokens: [], unregistered: [:])
 
 runFuzzer { bytes in
+    switch http2Decoder.decode(bytes) {
+    case .failure(let rejection):
+        let output = DeliveryErrorEvent(rejected: rejection, rawMessage: bytes, source: source, occurredAt: 1_800_000_000_000)
+        guard let json = try? JSONValue(parsing: output.json()) else { fatalError("the delivery-error event is not JSON") }
+        precondition((try? DeliveryErrorEvent(validating: json)) != nil, "the delivery-error event does not validate")
+    case .success(let event):
+        let request: APNsRequest
+        do {
+            request = try APNsRequest(event: event, app: app, recordTimestamp: 1_800_000_000_000, defaultTTL: 86_400)
+        } catch {
+            fatalError("no request for a valid event: \(error)")
+        }
+        var history = APITokenHistory()
+        let answer = apiCheck.answer(
+            headers: request.headerFields(), body: request.body, authentication: .certificate(app: "com.example.app"),
+            tokenHistory: &history, now: 1_800_000_000, newID: { "00000000-0000-4000-8000-000000000000" })
+        precondition(answer.status == 200, "the API refuses the request of a valid event: \(answer.status) \(answer.reason.map { "\($0)" } ?? "")")
+    }
     switch decoder.decode(bytes) {
     case .success(let event):
         let notification = event.notification(identifier: 7, recordTimestamp: 1_800_000_000_000, defaultTTL: 86_400)

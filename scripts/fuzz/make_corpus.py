@@ -5,7 +5,10 @@
                      (command 8, status, its source offset as the identifier), one file each and all in a row
   FuzzFeedback       the feedback tuple each feedback-event example stands for (timestamp, token length, token),
                      one file each and all in a row, and the row cut short
+  FuzzAPNsResponse   Apple's answers (status, body) for each kind of outcome
+  FuzzProviderToken  provider tokens with a signature of the right length (the parser does not verify it)
 """
+import base64
 import glob
 import json
 import os
@@ -30,7 +33,8 @@ for path in sorted(glob.glob(f"{root}/schemas/notification-event/examples/*/*.js
 responses = []
 for path in sorted(glob.glob(f"{root}/schemas/delivery-error-event/examples/valid/*.json")):
     example = json.load(open(path))
-    if example.get("status") is not None:
+    # The binary gateway's statuses (HTTP/2 errors carry HTTP statuses, which are no error response's).
+    if example.get("status") is not None and example["status"] < 256:
         data = struct.pack(">BBI", 8, example["status"], example["source"]["offset"] % 2**32)
         responses.append(data)
         write("FuzzErrorResponse", os.path.basename(path), data)
@@ -47,5 +51,30 @@ for path in sorted(glob.glob(f"{root}/schemas/feedback-event/examples/valid/*.js
 row = b"".join(tuples)
 write("FuzzFeedback", "all-in-a-row", row)
 write("FuzzFeedback", "cut-short", row[:-3])
-for target in ("FuzzEventDecoder", "FuzzErrorResponse", "FuzzFeedback"):
+# Apple's answers: two bytes of status, then the body.
+answers = {
+    "accepted": (200, b""),
+    "bad-device-token": (400, b'{"reason":"BadDeviceToken"}'),
+    "unregistered": (410, b'{"reason":"Unregistered","timestamp":1790000000123}'),
+    "too-many-requests": (429, b'{"reason":"TooManyRequests"}'),
+    "shutdown": (503, b'{ "reason" : "Shutdown" , "extra": [1, {"a": null}] }'),
+    "escaped": (400, b'{"reason":"Bad\\u0044eviceToken\\n","timestamp":1.5e3}'),
+}
+for name, (status, body) in answers.items():
+    write("FuzzAPNsResponse", name, struct.pack(">H", status) + body)
+
+
+def b64url(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=")
+
+
+# Provider tokens: header.claims.signature, the signature 64 bytes that verify nothing (the parser does not check it).
+for name, header, claims in [
+    ("token", b'{"alg":"ES256","kid":"KEY1234567"}', b'{"iss":"TEAM123456","iat":1790000000}'),
+    ("token-escaped", b'{"alg":"ES256","kid":"K\\u00e9Y"}', b'{"iss":"T\\"EAM","iat":-1}'),
+    ("token-other-alg", b'{"alg":"HS256","kid":"KEY1234567"}', b'{"iss":"TEAM123456","iat":1}'),
+]:
+    write("FuzzProviderToken", name, b64url(header) + b"." + b64url(claims) + b"." + b64url(bytes(range(64))))
+
+for target in ("FuzzEventDecoder", "FuzzErrorResponse", "FuzzFeedback", "FuzzAPNsResponse", "FuzzProviderToken"):
     print(f"{target}: {len(os.listdir(os.path.join(out, target)))} seeds")
