@@ -18,6 +18,12 @@ public struct HTTP2Endpoint: Sendable, Hashable {
         self.maxConcurrentStreams = maxConcurrentStreams
     }
 
+    /// The requests' `:authority`: the host (an IPv6 literal in brackets), with the port unless it is 443.
+    public var authority: String {
+        let name = host.contains(":") ? "[\(host)]" : host
+        return port == 443 ? name : "\(name):\(port)"
+    }
+
     /// Apple's API host for an environment.
     public static func defaultAPI(_ environment: APNsEnvironment) -> (String, Int) {
         environment == .production ? ("api.push.apple.com", 443) : ("api.sandbox.push.apple.com", 443)

@@ -17,8 +17,9 @@ struct HTTP2PathCheckTests {
         func sawClose() { state.withLock { $0.closed = true } }
     }
 
-    static func connection(_ seen: Seen) throws -> (EmbeddedChannel, HTTP2ClientConnection) {
+    static func connection(_ seen: Seen, authority: String? = nil) throws -> (EmbeddedChannel, HTTP2ClientConnection) {
         var settings = HTTP2ClientConnection.Settings(maxConcurrentStreams: 10, oneStreamUntilSuccess: false, requestTimeout: .seconds(60))
+        settings.authority = authority
         settings.reuseCheckAfter = .seconds(30)
         settings.pingInterval = .seconds(3600)
         let handler = HTTP2ClientConnection(settings: settings, authorization: { nil }) { event in
@@ -52,6 +53,28 @@ struct HTTP2PathCheckTests {
         #expect(rest.isEmpty)
         let frames = try Self.outbound(channel)
         #expect(frames.count == 6 && !frames.contains(where: Self.isPing))  // HEADERS and DATA for each
+    }
+
+    @Test func requestsNameTheAuthorityAfterThePath() throws {
+        let (channel, handler) = try Self.connection(Seen(), authority: "api.push.apple.com:2197")
+        #expect(handler.submit(HTTP2ClientConnectionTests.deliveries(1)).isEmpty)
+        guard case .headers(let headers) = try Self.outbound(channel).first else {
+            Issue.record("no HEADERS frame")
+            return
+        }
+        let names = headers.headers.map(\.name)
+        #expect(Array(names.prefix(5)) == [":method", ":scheme", ":path", ":authority", "apns-topic"])
+        #expect(headers.headers.first(name: ":authority") == "api.push.apple.com:2197")
+    }
+
+    @Test func theAuthorityOmitsPort443AndBracketsAnIPv6Literal() {
+        func authority(_ host: String, _ port: Int) -> String {
+            HTTP2Endpoint(host: host, port: port, authentication: .certificate).authority
+        }
+        #expect(authority("api.push.apple.com", 443) == "api.push.apple.com")
+        #expect(authority("api.sandbox.push.apple.com", 2197) == "api.sandbox.push.apple.com:2197")
+        #expect(authority("::1", 8443) == "[::1]:8443")
+        #expect(authority("127.0.0.1", 8443) == "127.0.0.1:8443")
     }
 
     @Test func aLongIdleConnectionIsCheckedWithPingBeforeItTakesStreams() throws {

@@ -73,12 +73,16 @@ public struct APNsRequest: Hashable, Sendable {
 
     /// Calls `body` with each header field in the order they are sent, and whether its value is this request's
     /// own (`:path`, `apns-id`, `apns-collapse-id`: not worth a place in an HPACK table) or shared by many requests
-    /// (an expiration is shared by the events of one second). `bearer` is the whole `authorization` value ("bearer " and the provider token).
+    /// (an expiration is shared by the events of one second). `authority` is the connection's `:authority` (the
+    /// API's host), `bearer` the whole `authorization` value ("bearer " and the provider token).
     @inline(__always)
-    public func forEachHeaderField(bearer: String?, _ body: (_ name: String, _ value: String, _ perRequest: Bool) -> Void) {
+    public func forEachHeaderField(
+        authority: String? = nil, bearer: String?, _ body: (_ name: String, _ value: String, _ perRequest: Bool) -> Void
+    ) {
         body(":method", "POST", false)
         body(":scheme", "https", false)
         body(":path", path, true)
+        if let authority { body(":authority", authority, false) }
         body("apns-topic", topic, false)
         body("apns-push-type", pushType.rawValue, false)
         body("apns-priority", Self.priorityText(priority), false)

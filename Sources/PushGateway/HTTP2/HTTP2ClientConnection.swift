@@ -56,6 +56,9 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
         /// A connection with no stream open and nothing received for this long is checked with PING before it takes
         /// new streams: a path dropped silently while idle would otherwise swallow a batch until its deadline.
         public var reuseCheckAfter: TimeAmount = .seconds(30)
+        /// Every request's `:authority` (RFC 9113 section 8.3.1: a client with authority information sends it): the
+        /// API's host, with its port unless 443.
+        public var authority: String?
 
         public init(maxConcurrentStreams: Int, oneStreamUntilSuccess: Bool, requestTimeout: TimeAmount) {
             self.maxConcurrentStreams = maxConcurrentStreams
@@ -171,7 +174,7 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
             let stream = HTTP2StreamID(Int(id))
             var headers = HPACKHeaders()
             headers.reserveCapacity(11)
-            delivery.request.forEachHeaderField(bearer: bearer) { name, value, perRequest in
+            delivery.request.forEachHeaderField(authority: settings.authority, bearer: bearer) { name, value, perRequest in
                 headers.add(name: name, value: value, indexing: perRequest ? .nonIndexable : .indexable)
             }
             headers.add(name: "content-length", value: String(delivery.request.body.count), indexing: .indexable)

@@ -204,9 +204,10 @@ final class HTTP2Pool: Sendable {
             return s.stopped
         }
         guard !stopped else { return }
-        let settings = HTTP2ClientConnection.Settings(
+        var settings = HTTP2ClientConnection.Settings(
             maxConcurrentStreams: http2.maxConcurrentStreams, oneStreamUntilSuccess: tokens != nil,
             requestTimeout: .nanoseconds(configuration.requestTimeout.nanoseconds))
+        settings.authority = http2.authority
         let tokens = self.tokens
         let metrics = self.metrics
         let timeout = configuration.connectTimeout
