@@ -58,7 +58,7 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "API: after every N answered requests on a connection, send GOAWAY naming the last and close.") var goawayEvery: Int?
     @Option(name: .customLong("rate-429"), help: "API: answer this share of requests 429 TooManyRequests (0...1).") var rate429 = 0.0
     @Option(name: .customLong("rate-503"), help: "API: answer this share of requests 503 ServiceUnavailable (0...1).") var rate503 = 0.0
-    @Option(name: .customLong("response-delay-ms"), help: "API: answer each request N ms late.") var responseDelayMs = 0
+    @Option(name: .customLong("response-delay-ms"), help: "API: answer N ms late (the answers to one read of requests leave together).") var responseDelayMs = 0
     @Option(
         name: .customLong("token-lifetime-s"),
         help: "API: refuse provider tokens older than N seconds (403 ExpiredProviderToken) and a connection's new token within N/3 (429 TooManyProviderTokenUpdates); Apple's 3600 by default, less to exercise renewals.")
