@@ -53,6 +53,9 @@ public struct SimulatorConfiguration: Sendable {
     public var goawayEvery: Int?
     /// The share of otherwise accepted requests answered 429 TooManyRequests, and 503 ServiceUnavailable.
     public var rate429 = 0.0
+    /// At most this many requests to one device token are accepted per second (across connections); more are
+    /// answered 429 TooManyRequests, as Apple answers too many requests to one device in a short time.
+    public var tokenRate: Int?
     public var rate503 = 0.0
     /// Every API answer waits this long.
     public var responseDelayMilliseconds = 0

@@ -71,14 +71,25 @@ final class SimulatorState: Sendable {
     }
 
     private let state = Mutex(State())
+    /// `--token-rate`: its own lock, taken once per accepted request (only when the option is given).
+    private let tokenRate: Mutex<TokenRateLimit>
+    private let limitsTokenRate: Bool
     private let refuseFirst: Int
     private let fileFeedback: [FeedbackEntry]
     private let unregisteredAfter: Int64
 
     init(configuration: SimulatorConfiguration) {
+        tokenRate = Mutex(TokenRateLimit(limit: configuration.tokenRate ?? .max))
+        limitsTokenRate = configuration.tokenRate != nil
         refuseFirst = configuration.refuseConnections
         fileFeedback = configuration.feedback
         unregisteredAfter = Int64(configuration.unregisteredAfterSeconds)
+    }
+
+    /// `--token-rate`: whether a request to `token`, otherwise accepted, in `second` stays within the token's rate.
+    func withinTokenRate(_ token: [UInt8], second: Int64) -> Bool {
+        guard limitsTokenRate else { return true }
+        return tokenRate.withLock { $0.admit(token, second: second) }
     }
 
     /// Numbers a new gateway connection, or returns nil when it is one of the first N to refuse.

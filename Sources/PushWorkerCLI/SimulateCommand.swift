@@ -57,6 +57,7 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "API: answer 410 Unregistered for the tokens listed in FILE (lines 'HEXTOKEN UNIXTIME_MS').") var unregistered: String?
     @Option(help: "API: after every N answered requests on a connection, send GOAWAY naming the last and close.") var goawayEvery: Int?
     @Option(name: .customLong("rate-429"), help: "API: answer this share of requests 429 TooManyRequests (0...1).") var rate429 = 0.0
+    @Option(name: .customLong("token-rate"), help: "API: accept at most N requests per second to one device token; answer the others 429 TooManyRequests.") var tokenRate: Int?
     @Option(name: .customLong("rate-503"), help: "API: answer this share of requests 503 ServiceUnavailable (0...1).") var rate503 = 0.0
     @Option(name: .customLong("response-delay-ms"), help: "API: answer N ms late (the answers to one read of requests leave together).") var responseDelayMs = 0
     @Option(
@@ -72,6 +73,7 @@ struct SimulateCommand: AsyncParsableCommand {
         }
         guard (0...1).contains(processingErrorRate) else { throw ValidationError("--processing-error-rate must be between 0 and 1") }
         guard (0...1).contains(rate429) else { throw ValidationError("--rate-429 must be between 0 and 1") }
+        if let tokenRate, tokenRate < 1 { throw ValidationError("--token-rate must be at least 1") }
         guard (0...1).contains(rate503) else { throw ValidationError("--rate-503 must be between 0 and 1") }
         guard responseDelayMs >= 0 else { throw ValidationError("--response-delay-ms must not be negative") }
         guard tokenLifetimeS >= 3 else { throw ValidationError("--token-lifetime-s must be at least 3") }
@@ -109,6 +111,7 @@ struct SimulateCommand: AsyncParsableCommand {
         c.keyID = keyID
         c.goawayEvery = goawayEvery
         c.rate429 = rate429
+        c.tokenRate = tokenRate
         c.rate503 = rate503
         c.responseDelayMilliseconds = responseDelayMs
         c.tokenLifetimeSeconds = tokenLifetimeS

@@ -119,6 +119,18 @@ import Testing
         #expect(elapsed >= .seconds(2))
     }
 
+    @Test(.timeLimit(.minutes(1))) func aDeviceTokensRateIsWaitedOutWithoutLossOrDuplicates() async throws {
+        // Thirty notifications to one device token, which the API accepts ten a second (as Apple limits requests to
+        // one device): the others draw 429 TooManyRequests and wait their token's growing delay; each arrives once.
+        let r = try await Self.run(
+            count: 30, token: false, maxAttempts: 10, retryDelays: (.milliseconds(100), .seconds(1)), oneDeviceToken: true
+        ) { $0.tokenRate = 10 }
+        #expect(r.outcomes.count == 30)
+        #expect(r.outcomes.values.allSatisfy { $0.count == 1 && $0[0].result == .accepted }, "\(r.summary)")
+        #expect(r.recorded.count == 30)
+        #expect(r.summary.contains("\"429 TooManyRequests\""), "\(r.summary)")  // the limit did bite
+    }
+
     @Test(.timeLimit(.minutes(2))) func finalAnswersEndTheirNotifications() async throws {
         let unregistered = Set([3, 50, 400].map(Self.token))
         let invalid = Set([7, 99].map(Self.token))

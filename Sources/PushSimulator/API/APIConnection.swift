@@ -199,6 +199,11 @@ final class APIConnection: ChannelInboundHandler {
                     answer = APIAnswer(status: 503, reason: .serviceUnavailable, apnsID: answer.apnsID)
                 }
             }
+            // Last: only what would be accepted counts against its device token's rate.
+            if let accepted = answer.accepted,
+               !self.context.state.withinTokenRate(accepted.token, second: unixMilliseconds() / 1000) {
+                answer = APIAnswer(status: 429, reason: .tooManyRequests, apnsID: answer.apnsID)
+            }
         }
         if configuration.responseDelayMilliseconds > 0 {
             delayed.append(DelayedAnswer(answer: answer, id: id, retire: retire))
