@@ -306,13 +306,15 @@ extension DeliveryEngine {
             let status = engine.status(of: Harness.app)!
             #expect(simulator.summary.refusedConnections == 8)
             #expect(status.connectionAttempts == 9)
-            // The cap: any run of attempts from i to j fits burst + rate × (t_j - t_i).
+            // The cap: any run of attempts from i to j fits burst + rate × (t_j - t_i). The times are those the
+            // attempts' timers fired at, which under load is up to a few milliseconds after they were due (a CI run
+            // saw 4 attempts in 97 ms): 20 ms of slack.
             let attempts = status.events.filter { $0.kind == .attempt }.map(\.at)
             for i in attempts.indices {
                 for j in attempts.indices where j > i {
                     let span = attempts[i].duration(to: attempts[j])
                     let seconds = Double(span.components.seconds) + Double(span.components.attoseconds) * 1e-18
-                    #expect(Double(j - i + 1) <= 3 + 10 * seconds + 0.05, "attempts \(i)...\(j) in \(span)")
+                    #expect(Double(j - i + 1) <= 3 + 10 * (seconds + 0.020), "attempts \(i)...\(j) in \(span)")
                 }
             }
             // And the backoff grew between refusals.

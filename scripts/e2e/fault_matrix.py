@@ -31,7 +31,7 @@ class Scenario:
     def __init__(self, name, faults=(), invalid_share=0, refuse_s=0, broker_restart=False, kills=0, sigterm=False,
                  preload=False, max_writes=None, join=False, protocol=None, events=None, rate=None, acceptance_ms=None,
                  payload=300, http2=False, unregistered_share=0, no_duplicates=False, expect_answer=None,
-                 invalid_pool=None, connections=2):
+                 invalid_pool=None, connections=2, chatty=None, reconnect=(20, 1000, 5)):
         self.name, self.faults, self.invalid_share, self.preload = name, list(faults), invalid_share, preload
         # The app's format (`protocol` in its configuration), and overrides of the run's size and pace.
         self.protocol, self.events, self.rate, self.acceptance_ms, self.payload = (
@@ -54,6 +54,11 @@ class Scenario:
         self.invalid_pool = invalid_pool
         # Connections to the gateway (the app's `connections`).
         self.connections = connections
+        # (tokens, events): the first `events` events go to this many device tokens in turn, each again and again
+        # (chatty devices; with the API's `--token-rate`, the worker meets 429 TooManyRequests for them).
+        self.chatty = chatty
+        # The worker's `delivery.reconnect` (initial ms, max ms, reset after s): also the bounds of its retry delays.
+        self.reconnect = reconnect
 
 
 SCENARIOS = [
@@ -85,6 +90,13 @@ SCENARIOS = [
     Scenario("http2: GOAWAY every 500", http2=True, faults=["--goaway-every", "500"], no_duplicates=True),
     Scenario("http2: 503 at 1%", http2=True, faults=["--rate-503", "0.01", "--seed", "7"], no_duplicates=True),
     Scenario("http2: 429 at 1%", http2=True, faults=["--rate-429", "0.01", "--seed", "7"], no_duplicates=True),
+    # The first 1,000 events go to 20 devices, which the API accepts 10 a second each; preloaded, they reach the
+    # worker over a few seconds at up to 14 a second per device: the 429s' retries wait their token's growing delay
+    # (no storm at a device), and all arrive once. The delay may grow to 5 s here: with the other rows' 1 s, a
+    # device over its rate for seconds exhausts some events' five attempts (1 to 13 of 1,000 in two runs).
+    Scenario("http2: 1,000 to 20 devices, 10/s each", http2=True, preload=True, chatty=(20, 1000),
+             faults=["--token-rate", "10"], reconnect=(200, 5000, 5), no_duplicates=True,
+             expect_answer="429 TooManyRequests"),
     Scenario("http2: 503 Shutdown every 1,000", http2=True, faults=["--shutdown-every", "1000"], no_duplicates=True),
     Scenario("http2: abrupt close every 1,000", http2=True, faults=["--close-every", "1000"]),
     Scenario("http2: 5% unregistered tokens", http2=True, unregistered_share=20, no_duplicates=True),
@@ -141,6 +153,10 @@ def run(scenario, binary, count, rate, timeout):
             with open(path, "w") as f:
                 f.writelines(t + "\n" for t in bad_tokens)
             faults += ["--invalid-tokens", path]
+        if scenario.chatty:
+            tokens, burst = scenario.chatty
+            chatty_tokens = [h.token(count + i) for i in range(tokens)]
+            token_for = lambda n: chatty_tokens[n % tokens] if n < burst else None
         unregistered = set()
         if scenario.unregistered_share:
             unregistered = {n for n in range(count) if n % scenario.unregistered_share == 0}
@@ -161,7 +177,7 @@ def run(scenario, binary, count, rate, timeout):
         http_port = h.free_port()
         # A preloaded run is paced by max_in_flight instead (at most that many per acceptance window), so that
         # the fault still lands midway.
-        settings = dict(gateway_port=gateway_port, feedback_port=feedback_port, api_port=api_port, reconnect=(20, 1000, 5),
+        settings = dict(gateway_port=gateway_port, feedback_port=feedback_port, api_port=api_port, reconnect=scenario.reconnect,
                         protocol=scenario.protocol, acceptance_ms=scenario.acceptance_ms or 1000, connections=scenario.connections,
                         max_in_flight=rate // 2 if scenario.preload else 100000, suppression=bool(scenario.invalid_pool),
                         log_level=os.environ.get("FAULT_MATRIX_LOG_LEVEL", "warning"),
