@@ -2,16 +2,20 @@ import Crdkafka
 
 /// Screens polled records for ones fetched again: per partition, one past the last offset handed to the sink within
 /// the current assignment. librdkafka 2.0 (Debian's) sometimes resumes a paused partition from its reset position
-/// (the earliest offset) instead of where it paused; the records it then hands over again are already in the
-/// in-flight ledger, which would otherwise see the partition go back and restart it (every held record delivered
-/// twice). The first run of records of a partition after its resume that starts before the partition's position is
-/// such a re-fetch when the partition's log still reaches that position (its high watermark is at or past it): the
-/// records before the position are dropped. Any other rewind goes through and the ledger restarts the partition:
-/// one outside a resume (an offset reset after the broker lost records, whose offsets may since hold new ones), or
-/// one whose log no longer reaches the position (truncated).
+/// (the earliest offset) instead of where it paused, or, once the fetch the resume started is under way, from where
+/// an earlier pause had left it (librdkafka#4686: the resume's fetch version outlives it); the records it then
+/// hands over again are already in the in-flight ledger, which would otherwise see the partition go back and
+/// restart it (every held record delivered twice). So in a partition resumed within the assignment, a run of
+/// records that starts before the partition's position is such a re-fetch when the partition's log still reaches
+/// that position (its high watermark is at or past it): the records before the position are dropped. Any other
+/// rewind goes through and the ledger restarts the partition: one in a partition never resumed in the assignment
+/// (an offset reset after the broker lost records, whose offsets may since hold new ones), or one whose log no
+/// longer reaches the position (truncated). What this costs: in a resumed partition whose broker lost records and
+/// has since been written past the position again, the new records at the lost offsets are dropped too (a plain
+/// Kafka consumer fetching on at its position skips them the same way).
 ///
-/// Kept on the consumer's poll thread; a new assignment forgets every position (the partitions' next owners start
-/// at the committed offsets). Updated once per run of records of one partition in a batch.
+/// Kept on the consumer's poll thread; a new assignment forgets every position and resume (the partitions' next
+/// owners start at the committed offsets). Updated once per run of records of one partition in a batch.
 struct FetchPositions {
     /// A librdkafka topic handle (it lives as long as the client) and a partition.
     struct Key: Hashable {
@@ -26,14 +30,14 @@ struct FetchPositions {
         var offset: Int64
         /// The partition's position before the run.
         var expected: Int64
-        /// Whether the records before `expected` were dropped as fetched again (false: not the first run after a
-        /// resume, or the log was truncated; the records went through).
+        /// Whether the records before `expected` were dropped as fetched again (false: the partition was not
+        /// resumed in the assignment, or the log was truncated; the records went through).
         var dropped: Bool
     }
 
     private var generation = -1
     private var next: [Key: Int64] = [:]
-    /// Partitions resumed whose first run since has not come yet.
+    /// Partitions resumed within the assignment.
     private var resumed: Set<TopicPartition> = []
 
     /// The consumer resumed these partitions.
@@ -47,7 +51,7 @@ struct FetchPositions {
     ///   - generation: the assignment the batch was polled in, read after the poll (a rebalance during the poll
     ///     makes the batch straddle two assignments: the positions then start over, and the batch goes through).
     ///   - highWatermark: the partition's high watermark as librdkafka last saw it (nil when unknown).
-    ///   - topicName: the name of a topic handle (asked only while a resumed partition's first run is awaited).
+    ///   - topicName: the name of a topic handle (asked only for a run that starts before its position).
     ///   - destroy: frees a dropped message.
     mutating func screen(
         _ messages: UnsafeMutableBufferPointer<UnsafeMutablePointer<rd_kafka_message_t>>, count: Int, generation: Int,
@@ -73,10 +77,9 @@ struct FetchPositions {
             }
             let key = Key(topic: topic, partition: first.partition)
             var dropBelow = Int64.min
-            let firstSinceResume =
-                !resumed.isEmpty && resumed.remove(TopicPartition(topic: topicName(topic), partition: first.partition)) != nil
             if let expected = next[key], first.offset < expected {
-                let dropped = firstSinceResume && (highWatermark(key) ?? -1) >= expected
+                let wasResumed = resumed.contains(TopicPartition(topic: topicName(topic), partition: first.partition))
+                let dropped = wasResumed && (highWatermark(key) ?? -1) >= expected
                 rewinds.append(Rewind(key: key, offset: first.offset, expected: expected, dropped: dropped))
                 if dropped { dropBelow = expected }
             }

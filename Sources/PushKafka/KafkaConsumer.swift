@@ -26,7 +26,7 @@ public struct KafkaRecord: Sendable, Hashable {
 /// When the sink's ``RecordSink/pressure`` reaches `maxOutstanding`, the assigned partitions are paused: fetching
 /// stops, nothing is dropped (``FetchThrottle`` decides when and which: a resume names every partition paused since
 /// the last one, so that a rebalance while paused cannot leave partitions paused for good). Records librdkafka fetches
-/// again right after a resume are dropped before the sink sees them (``FetchPositions``).
+/// again in a resumed partition are dropped before the sink sees them (``FetchPositions``).
 public final class KafkaConsumer: Sendable {
     /// Who owns the polled records.
     public let sink: any RecordSink
@@ -182,7 +182,7 @@ public final class KafkaConsumer: Sendable {
         if rewind.dropped {
             logger.info("librdkafka fetched records before the partition's position again: dropped", metadata: metadata)
         } else {
-            // Not right after a resume, or the log no longer reaches the position: followed as fetched.
+            // A partition not resumed in this assignment, or a log that no longer reaches the position: followed.
             logger.warning("librdkafka fetched from before the partition's position: delivering from there again", metadata: metadata)
         }
     }

@@ -72,10 +72,11 @@ struct FetchPositionsTests {
         #expect(offsets == [6, 3, 4])
         #expect(batch.destroyed == [0, 1, 2])
         #expect(rewinds == [FetchPositions.Rewind(key: .init(topic: topicA, partition: 0), offset: 0, expected: 3, dropped: true)])
-        // Only the first run after the resume is screened: a later rewind goes through (to the ledger's restart).
+        // A later run that goes back is screened too (librdkafka#4686: a resume can send the fetcher back to where
+        // an earlier pause left it once the fetch is under way; a CI run saw a partition at 790 go back to 212).
         let again = Batch([(topicA, 0, 4), (topicA, 0, 5)])
-        #expect(again.screen(&positions).offsets == [4, 5])
-        #expect(again.destroyed.isEmpty)
+        #expect(again.screen(&positions).offsets == [5])
+        #expect(again.destroyed == [4])
     }
 
     @Test func aRewindOutsideAResumeGoesThrough() {
