@@ -17,12 +17,17 @@ private let source = RecordSource(topic: "notifications", partition: 0, offset: 
 private let app = HTTP2AppSettings(bundleID: "com.example.app", mdmTopic: "com.apple.mgmt.External.0123")
 private let apiCheck = APIRequestCheck(verifier: nil, invalidTokens: [], unregistered: [:])
 
+/// A rejected event's delivery-error event parses and passes the delivery-error validator.
+private func checkDeliveryError(_ rejection: EventRejection, _ bytes: [UInt8]) {
+    let output = DeliveryErrorEvent(rejected: rejection, rawMessage: bytes, source: source, occurredAt: 1_800_000_000_000)
+    guard let json = try? JSONValue(parsing: output.json()) else { fatalError("the delivery-error event is not JSON") }
+    precondition((try? DeliveryErrorEvent(validating: json)) != nil, "the delivery-error event does not validate")
+}
+
 runFuzzer { bytes in
     switch http2Decoder.decode(bytes) {
     case .failure(let rejection):
-        let output = DeliveryErrorEvent(rejected: rejection, rawMessage: bytes, source: source, occurredAt: 1_800_000_000_000)
-        guard let json = try? JSONValue(parsing: output.json()) else { fatalError("the delivery-error event is not JSON") }
-        precondition((try? DeliveryErrorEvent(validating: json)) != nil, "the delivery-error event does not validate")
+        checkDeliveryError(rejection, bytes)
     case .success(let event):
         let request: APNsRequest
         do {
@@ -49,8 +54,6 @@ runFuzzer { bytes in
         precondition(decoded.priority == event.priority.rawValue && decoded.identifier == 7, "fields changed on the wire")
         precondition((try? JSONValue(parsing: event.payload)) != nil, "a valid event's payload is not JSON")
     case .failure(let rejection):
-        let output = DeliveryErrorEvent(rejected: rejection, rawMessage: bytes, source: source, occurredAt: 1_800_000_000_000)
-        guard let json = try? JSONValue(parsing: output.json()) else { fatalError("the delivery-error event is not JSON") }
-        precondition((try? DeliveryErrorEvent(validating: json)) != nil, "the delivery-error event does not validate")
+        checkDeliveryError(rejection, bytes)
     }
 }

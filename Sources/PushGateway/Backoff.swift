@@ -20,9 +20,7 @@ struct Backoff<Instant: InstantProtocol> where Instant.Duration == Duration {
     /// The ceiling of the next delay: min(max, initial × 2^(failures-1)); zero when nothing failed.
     var ceiling: Duration {
         guard consecutiveFailures > 0 else { return .zero }
-        let doublings = min(consecutiveFailures - 1, 40)
-        let scaled = initial * Double(sign: .plus, exponent: doublings, significand: 1)
-        return min(maximum, scaled)
+        return initial.doubled(consecutiveFailures - 1, atMost: maximum)
     }
 
     /// Records a failure (status 10, refused connection, failed handshake) and returns how long to wait.
@@ -75,5 +73,12 @@ struct ConnectRateLimiter<Instant: InstantProtocol> where Instant.Duration == Du
         tokens -= 1
         if tokens >= 0 { return .zero }
         return .seconds(-tokens * 60 / Double(perMinute))
+    }
+}
+
+extension Duration {
+    /// This duration doubled `times` times, at most `maximum`: the delay after `times + 1` failures in a row.
+    func doubled(_ times: Int, atMost maximum: Duration) -> Duration {
+        min(maximum, self * Double(sign: .plus, exponent: min(max(times, 0), 40), significand: 1))
     }
 }

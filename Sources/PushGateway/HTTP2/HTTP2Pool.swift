@@ -289,7 +289,6 @@ final class HTTP2Pool: Sendable {
                 if effects.tooManyRequests { tooManyRequests.append(decisions.count) }
                 decisions.append((delivery, decision))
             }
-            let instant = tooManyRequests.isEmpty ? nil : ContinuousClock.now
             // One lock per batch: the counters, what the responses say of the credentials and the stream window, and
             // the 429s' device tokens.
             let maximum = http2.maxConcurrentStreams
@@ -300,9 +299,12 @@ final class HTTP2Pool: Sendable {
                     s.credentialsRefused = nil
                     s.streamWindow = min(maximum, s.streamWindow + successes)
                 }
-                for i in tooManyRequests {
-                    let delay = s.pacing.tooManyRequests(for: decisions[i].0.request.token, now: instant!)
-                    if case .resend = decisions[i].1 { decisions[i].1 = .resend(delay: delay) }
+                if !tooManyRequests.isEmpty {
+                    let instant = ContinuousClock.now
+                    for i in tooManyRequests {
+                        let delay = s.pacing.tooManyRequests(for: decisions[i].0.request.token, now: instant)
+                        if case .resend = decisions[i].1 { decisions[i].1 = .resend(delay: delay) }
+                    }
                 }
                 return counts.map { key, n in (s.responseCounter(key, app: "\(endpoint.key)"), n) }
             }

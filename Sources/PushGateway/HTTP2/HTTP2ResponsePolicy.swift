@@ -99,8 +99,7 @@ public struct HTTP2ResponsePolicy: Sendable {
             return .final(failure(delivery, .retriesExhausted, detail, status: status))
         }
         if let expired = expiredOutcome(delivery, now: now) { return .final(expired) }
-        let doublings = min(delivery.transientFailures - 1, 30)
-        return .resend(delay: min(maximumDelay, initialDelay * Double(sign: .plus, exponent: doublings, significand: 1)))
+        return .resend(delay: initialDelay.doubled(delivery.transientFailures - 1, atMost: maximumDelay))
     }
 
     /// No retry after the notification's expiration.

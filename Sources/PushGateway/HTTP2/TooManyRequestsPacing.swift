@@ -40,17 +40,11 @@ struct TooManyRequestsPacing: Sendable {
             strikes.count = now - strikes.last > forgetAfter ? 1 : strikes.count + 1
             strikes.last = now
             tokens[token] = strikes
-            return delay(after: strikes.count)
+            return initialDelay.doubled(strikes.count - 1, atMost: maximumDelay)
         }
         if tokens.count >= capacity { forgetQuiet(now: now) }
         if tokens.count < capacity { tokens[token] = Strikes(count: 1, last: now) }
         return initialDelay
-    }
-
-    /// `initialDelay` doubled per strike after the first, at most `maximumDelay`.
-    private func delay(after strikes: Int) -> Duration {
-        let doublings = min(strikes - 1, 30)
-        return min(maximumDelay, initialDelay * Double(sign: .plus, exponent: doublings, significand: 1))
     }
 
     private mutating func forgetQuiet(now: ContinuousClock.Instant) {

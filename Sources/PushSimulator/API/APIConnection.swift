@@ -154,19 +154,20 @@ final class APIConnection: ChannelInboundHandler {
             let delay = TimeAmount.milliseconds(Int64(self.context.configuration.responseDelayMilliseconds))
             context.eventLoop.assumeIsolated().scheduleTask(in: delay) { [self] in
                 for item in batch { respond(item.answer, id: item.id, retire: item.retire, context: context) }
-                countAccepted()
-                if needsFlush {
-                    needsFlush = false
-                    context.flush()
-                }
+                answersWritten(context: context)
             }
         }
+        answersWritten(context: context)
+        context.fireChannelReadComplete()
+    }
+
+    /// After a read's answers (or a delayed batch of them): the 200s into the summary, one flush.
+    private func answersWritten(context: ChannelHandlerContext) {
         countAccepted()
         if needsFlush {
             needsFlush = false
             context.flush()
         }
-        context.fireChannelReadComplete()
     }
 
     /// A complete request arrived on stream `id`.
@@ -188,9 +189,10 @@ final class APIConnection: ChannelInboundHandler {
             retire = true
         } else {
             let fields = request.headers.map { (name: $0.name, value: $0.value) }
+            let now = unixMilliseconds() / 1000
             answer = self.context.check.answer(
                 headers: fields, body: request.body,
-                authentication: authentication, tokenHistory: &tokenHistory, now: unixMilliseconds() / 1000,
+                authentication: authentication, tokenHistory: &tokenHistory, now: now,
                 newID: { Self.newID(&random) })
             if answer.status == 200 {
                 if configuration.rate429 > 0, random.nextUnitInterval() < configuration.rate429 {
@@ -201,7 +203,7 @@ final class APIConnection: ChannelInboundHandler {
             }
             // Last: only what would be accepted counts against its device token's rate.
             if let accepted = answer.accepted,
-               !self.context.state.withinTokenRate(accepted.token, second: unixMilliseconds() / 1000) {
+               !self.context.state.withinTokenRate(accepted.token, second: now) {
                 answer = APIAnswer(status: 429, reason: .tooManyRequests, apnsID: answer.apnsID)
             }
         }
