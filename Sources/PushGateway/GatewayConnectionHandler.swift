@@ -247,7 +247,9 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
             return
         }
         var batches = 0
-        while context.channel.isWritable {
+        // A failed write (the gateway reset the connection) closes the channel within the flush, and an ended
+        // channel may still say it is writable: `ready` and the machine are asked again before every batch.
+        while ready, machine.isOpen, context.channel.isWritable {
             if batches == Self.batchesPerTurn {
                 continueNextTurn(context)
                 return
@@ -268,11 +270,12 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
             }
             if !expired.isEmpty { pool.report(expired) }
             if buffer.readableBytes > 0 {
-                // One flush per batch: the TLS handler encrypts on flush, so writability tracks what is queued.
-                context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+                // Counted before the write: a write that fails ends the connection within it.
                 pool.wrote(batch.count - expired.count)
                 carried = true
                 lastActivity = now
+                // One flush per batch: the TLS handler encrypts on flush, so writability tracks what is queued.
+                context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
             }
         }
     }

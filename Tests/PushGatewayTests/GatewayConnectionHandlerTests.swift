@@ -105,11 +105,16 @@ struct Connection {
     let owner: RecordingOwner
     let handler: GatewayConnectionHandler
 
-    init(configuration: DeliveryConfiguration = DeliveryConfiguration(), queued: [Delivery] = []) throws {
+    /// `nearer`: a handler between it and the socket (what TLS is in the product).
+    init(
+        configuration: DeliveryConfiguration = DeliveryConfiguration(), queued: [Delivery] = [],
+        nearer: (any ChannelHandler)? = nil
+    ) throws {
         owner = RecordingOwner(configuration: configuration)
         owner.add(queued)
         let clock = self.clock
         handler = GatewayConnectionHandler(owner: owner, slot: 0, now: { clock.now })
+        if let nearer { try channel.pipeline.syncOperations.addHandler(nearer) }
         try channel.pipeline.syncOperations.addHandler(handler)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 2195)).wait()
     }
@@ -249,6 +254,21 @@ struct Connection {
         #expect(c.owner.read { $0.queue.map(\.ticket) } == [3])  // left for the next connection
     }
 
+    /// A write that fails (the gateway reset the connection) closes the channel within the flush, and the channel
+    /// can still claim to be writable: the handler must not take another batch for a connection that has ended.
+    @Test func aConnectionThatClosesDuringAWriteTakesNothingMore() throws {
+        let batch = GatewayConnectionHandler.batchSize
+        let c = try Connection(queued: (1...UInt64(3 * batch)).map { enhanced($0) }, nearer: CloseOnFirstFlush())
+        c.handshake()
+        #expect(!c.channel.isActive)
+        #expect(c.owner.read { $0.takes } == 1)
+        #expect(c.ends.count == 1)
+        #expect(c.ends[0].0 == .dropped(carriedNotifications: true))
+        #expect(c.ends[0].1.resend.map(\.ticket.low) == Array(1...UInt64(batch)))  // the batch written, to resend
+        #expect(c.owner.read { $0.queue.count } == 2 * batch)  // the rest, left for another connection
+        #expect(c.outcomes.isEmpty)
+    }
+
     @Test func anExpiredNotificationFailsWithoutBeingWritten() throws {
         let c = try Connection(queued: [enhanced(1, expiration: 1), enhanced(2)])
         c.handshake()
@@ -256,5 +276,18 @@ struct Connection {
         #expect(c.outcomes.map(\.ticket) == [1])
         if case .failed(.expired, nil, _) = c.outcomes[0].result {} else { Issue.record("\(c.outcomes[0])") }
         #expect(c.owner.read { $0.written } == 1)
+    }
+}
+
+/// Closes the channel when the first flush reaches it, as a write error on the socket does.
+final class CloseOnFirstFlush: ChannelOutboundHandler {
+    typealias OutboundIn = ByteBuffer
+    private var flushed = false
+
+    func flush(context: ChannelHandlerContext) {
+        context.flush()
+        guard !flushed else { return }
+        flushed = true
+        context.close(promise: nil)
     }
 }
