@@ -36,9 +36,11 @@ let package = Package(
         // Protocol core: event validation, payload bytes, binary frames, decoders. No I/O.
         .target(
             name: "PushCore",
-            dependencies: [.product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["CPushSHA", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
+        // SHA-1 block compression with the x86 SHA extensions, for PushCore's derived apns-ids. No I/O.
+        .target(name: "CPushSHA"),
         // librdkafka (Debian: librdkafka-dev), with the mock cluster header.
         .systemLibrary(
             name: "Crdkafka",

@@ -1,10 +1,13 @@
+import CPushSHA
+
 /// SHA-1, for UUID version 5 only (RFC 9562 names it; nothing here relies on SHA-1 for security). Allocates
-/// nothing: the message is read in place and the last blocks are padded on the stack.
+/// nothing: the message is read in place and the last blocks are padded on the stack. Blocks are compressed with the
+/// CPU's SHA extensions where it has them (`CPushSHA`, about a fifth of the time), else in Swift.
 enum SHA1 {
     typealias State = (UInt32, UInt32, UInt32, UInt32, UInt32)
 
-    static func digest(_ message: [UInt8]) -> [UInt8] {
-        let h = message.withUnsafeBytes { digest($0) }
+    static func digest(_ message: [UInt8], hardware: Bool = SHA1.hardware) -> [UInt8] {
+        let h = message.withUnsafeBytes { digest($0, hardware: hardware) }
         var out: [UInt8] = []
         out.reserveCapacity(20)
         for word in [h.0, h.1, h.2, h.3, h.4] {
@@ -13,14 +16,11 @@ enum SHA1 {
         return out
     }
 
-    static func digest(_ message: UnsafeRawBufferPointer) -> State {
+    /// `hardware`: whether to use the SHA extensions (tests compare both ways).
+    static func digest(_ message: UnsafeRawBufferPointer, hardware: Bool = SHA1.hardware) -> State {
         var h: State = (0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0)
         let whole = message.count / 64 * 64
-        var offset = 0
-        while offset < whole {
-            compress(&h, UnsafeRawBufferPointer(rebasing: message[offset..<offset + 64]))
-            offset += 64
-        }
+        if whole > 0 { compress(&h, UnsafeRawBufferPointer(rebasing: message[..<whole]), hardware: hardware) }
         // The rest, 0x80, zeros, and the length in bits: one or two blocks.
         withUnsafeTemporaryAllocation(byteCount: 128, alignment: 8) { tail in
             tail.initializeMemory(as: UInt8.self, repeating: 0)
@@ -30,14 +30,31 @@ enum SHA1 {
             let blocks = rest + 9 <= 64 ? 1 : 2
             let bits = UInt64(message.count) &* 8
             for i in 0..<8 { tail[blocks * 64 - 1 - i] = UInt8(truncatingIfNeeded: bits >> UInt64(8 * i)) }
-            for b in 0..<blocks {
-                compress(&h, UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(tail)[(b * 64)..<(b * 64 + 64)]))
-            }
+            compress(&h, UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(tail)[..<(blocks * 64)]), hardware: hardware)
         }
         return h
     }
 
-    private static func compress(_ h: inout State, _ block: UnsafeRawBufferPointer) {
+    /// Whether this CPU has the SHA extensions.
+    static let hardware = pushsha_sha1_hardware() != 0
+
+    /// Compresses whole 64-byte blocks into `h`.
+    @inline(__always)
+    private static func compress(_ h: inout State, _ blocks: UnsafeRawBufferPointer, hardware: Bool) {
+        if hardware {
+            withUnsafeMutableBytes(of: &h) { state in
+                pushsha_sha1_compress(
+                    state.baseAddress!.assumingMemoryBound(to: UInt32.self),
+                    blocks.baseAddress!.assumingMemoryBound(to: UInt8.self), blocks.count / 64)
+            }
+        } else {
+            for offset in stride(from: 0, to: blocks.count, by: 64) {
+                compressInSwift(&h, UnsafeRawBufferPointer(rebasing: blocks[offset..<offset + 64]))
+            }
+        }
+    }
+
+    private static func compressInSwift(_ h: inout State, _ block: UnsafeRawBufferPointer) {
         withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 80) { w in
             for i in 0..<16 { w[i] = UInt32(bigEndian: block.loadUnaligned(fromByteOffset: i * 4, as: UInt32.self)) }
             for i in 16..<80 { w[i] = rotl(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1) }
