@@ -144,6 +144,31 @@ private func request(_ json: String, mdmTopic: String? = nil) throws -> APNsRequ
         #expect(text == expected)
     }
 
+    /// The token's hex and the expiration's digits as `writeFields` writes them (from tables, into a reservation
+    /// counted beforehand), against `headerFields` (which spells them with `Hex` and `String`): every token length
+    /// from 1 to 100 bytes, every digit count.
+    @Test func writeFieldsSpellsEveryTokenLengthAndExpiration() throws {
+        var r = try request(event())
+        var random = SystemRandomNumberGenerator()
+        let expirations: [UInt32] = [0, 7, 42, 999, 1000, 65_535, 1_800_000_000, 4_294_967_295]
+            + (0..<20).map { _ in UInt32.random(in: 0...UInt32.max, using: &random) }
+        for length in 1...100 {
+            r.token = try DeviceToken(bytes: (0..<length).map { _ in UInt8.random(in: 0...255, using: &random) })
+            r.expiration = expirations[length % expirations.count]
+            var buffer = ByteBuffer()
+            r.writeFields(into: &buffer)
+            let expected = r.headerFields().map { "\($0.name): \($0.value)" }.joined(separator: "\n") + "\n\n"
+                + String(decoding: r.body, as: UTF8.self)
+            #expect(String(buffer: buffer) == expected, "token of \(length) bytes, expiration \(r.expiration)")
+        }
+        for (index, expiration) in expirations.enumerated() {
+            r.expiration = expiration
+            var buffer = ByteBuffer()
+            r.writeFields(into: &buffer)
+            #expect(String(buffer: buffer).contains("\napns-expiration: \(expiration)\n"), "\(index)")
+        }
+    }
+
     @Test func theEncodeObject() throws {
         let r = try request(event())
         let json = try JSONValue(parsing: r.json())
