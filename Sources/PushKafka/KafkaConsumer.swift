@@ -205,16 +205,20 @@ public final class KafkaConsumer: Sendable {
     /// Commits the settled offsets before leaving the group. When members stop together (a rollout), the group is
     /// rebalancing by then and the broker refuses the commit of the old generation ("Specified group generation id
     /// is not valid"): the consumer serves the rebalance (records it polls meanwhile are dropped, uncommitted) and
-    /// commits its settled offsets again in the new generation, until `limit` has passed.
+    /// commits its settled offsets again in the new generation, for up to `limit` after the first refusal. (The
+    /// limit starts there, not before the first commit: a coordinator that leaves the commit unanswered until the
+    /// socket timeout, 60 s, and then refuses it must still leave time to commit in the new generation.)
     private func commitFinally(within limit: Duration) {
         storeSettledOffsets()
-        let deadline = ContinuousClock.now.advanced(by: limit)
+        var deadline: ContinuousClock.Instant?
         while true {
             let offsets = context.unconfirmed
             let list = offsets.isEmpty ? nil : PartitionList(offsets.map { ($0.key, $0.value) })
             let error = withExtendedLifetime(list) { rd_kafka_commit(client, list?.pointer, 0) }
             if error == RD_KAFKA_RESP_ERR_NO_ERROR || error == RD_KAFKA_RESP_ERR__NO_OFFSET { return }
-            guard KafkaConsumer.isGenerationError(error), ContinuousClock.now < deadline else {
+            let now = ContinuousClock.now
+            if deadline == nil { deadline = now.advanced(by: limit) }
+            guard KafkaConsumer.isGenerationError(error), let deadline, now < deadline else {
                 logger.warning("final commit failed", metadata: ["error": "\(String(cString: rd_kafka_err2str(error)))"])
                 return
             }
