@@ -19,6 +19,21 @@ int pushsha_sha1_hardware(void) {
 }
 
 /*
+ * Four rounds once the message schedule is in full swing (groups 3 to 16): E takes its next value from the A saved
+ * four rounds before plus the words W, ABCD is saved for the next group, and W finishes one later group's words
+ * (SHA1MSG2), starts another's (SHA1MSG1) and is folded into a third (XOR).
+ */
+#define GROUP(E, E_NEXT, W, FINISH, START, FOLD, F) \
+    do { \
+        E = _mm_sha1nexte_epu32(E, W); \
+        E_NEXT = abcd; \
+        FINISH = _mm_sha1msg2_epu32(FINISH, W); \
+        abcd = _mm_sha1rnds4_epu32(abcd, E, F); \
+        START = _mm_sha1msg1_epu32(START, W); \
+        FOLD = _mm_xor_si128(FOLD, W); \
+    } while (0)
+
+/*
  * Four rounds per SHA1RNDS4; SHA1NEXTE derives the next E from the A of four rounds before; SHA1MSG1, XOR and
  * SHA1MSG2 extend the message schedule four words at a time, each group preparing the words of a later one.
  * The state is kept as ABCD with A in the top lane, and E in the top lane of its own register.
@@ -49,105 +64,21 @@ void pushsha_sha1_compress(uint32_t state[5], const uint8_t *data, size_t blocks
         abcd = _mm_sha1rnds4_epu32(abcd, e0, 0);
         m1 = _mm_sha1msg1_epu32(m1, m2);
         m0 = _mm_xor_si128(m0, m2);
-        /* rounds 12-15 */
         m3 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(data + 48)), byte_order);
-        e1 = _mm_sha1nexte_epu32(e1, m3);
-        e0 = abcd;
-        m0 = _mm_sha1msg2_epu32(m0, m3);
-        abcd = _mm_sha1rnds4_epu32(abcd, e1, 0);
-        m2 = _mm_sha1msg1_epu32(m2, m3);
-        m1 = _mm_xor_si128(m1, m3);
-        /* rounds 16-19 */
-        e0 = _mm_sha1nexte_epu32(e0, m0);
-        e1 = abcd;
-        m1 = _mm_sha1msg2_epu32(m1, m0);
-        abcd = _mm_sha1rnds4_epu32(abcd, e0, 0);
-        m3 = _mm_sha1msg1_epu32(m3, m0);
-        m2 = _mm_xor_si128(m2, m0);
-        /* rounds 20-23 */
-        e1 = _mm_sha1nexte_epu32(e1, m1);
-        e0 = abcd;
-        m2 = _mm_sha1msg2_epu32(m2, m1);
-        abcd = _mm_sha1rnds4_epu32(abcd, e1, 1);
-        m0 = _mm_sha1msg1_epu32(m0, m1);
-        m3 = _mm_xor_si128(m3, m1);
-        /* rounds 24-27 */
-        e0 = _mm_sha1nexte_epu32(e0, m2);
-        e1 = abcd;
-        m3 = _mm_sha1msg2_epu32(m3, m2);
-        abcd = _mm_sha1rnds4_epu32(abcd, e0, 1);
-        m1 = _mm_sha1msg1_epu32(m1, m2);
-        m0 = _mm_xor_si128(m0, m2);
-        /* rounds 28-31 */
-        e1 = _mm_sha1nexte_epu32(e1, m3);
-        e0 = abcd;
-        m0 = _mm_sha1msg2_epu32(m0, m3);
-        abcd = _mm_sha1rnds4_epu32(abcd, e1, 1);
-        m2 = _mm_sha1msg1_epu32(m2, m3);
-        m1 = _mm_xor_si128(m1, m3);
-        /* rounds 32-35 */
-        e0 = _mm_sha1nexte_epu32(e0, m0);
-        e1 = abcd;
-        m1 = _mm_sha1msg2_epu32(m1, m0);
-        abcd = _mm_sha1rnds4_epu32(abcd, e0, 1);
-        m3 = _mm_sha1msg1_epu32(m3, m0);
-        m2 = _mm_xor_si128(m2, m0);
-        /* rounds 36-39 */
-        e1 = _mm_sha1nexte_epu32(e1, m1);
-        e0 = abcd;
-        m2 = _mm_sha1msg2_epu32(m2, m1);
-        abcd = _mm_sha1rnds4_epu32(abcd, e1, 1);
-        m0 = _mm_sha1msg1_epu32(m0, m1);
-        m3 = _mm_xor_si128(m3, m1);
-        /* rounds 40-43 */
-        e0 = _mm_sha1nexte_epu32(e0, m2);
-        e1 = abcd;
-        m3 = _mm_sha1msg2_epu32(m3, m2);
-        abcd = _mm_sha1rnds4_epu32(abcd, e0, 2);
-        m1 = _mm_sha1msg1_epu32(m1, m2);
-        m0 = _mm_xor_si128(m0, m2);
-        /* rounds 44-47 */
-        e1 = _mm_sha1nexte_epu32(e1, m3);
-        e0 = abcd;
-        m0 = _mm_sha1msg2_epu32(m0, m3);
-        abcd = _mm_sha1rnds4_epu32(abcd, e1, 2);
-        m2 = _mm_sha1msg1_epu32(m2, m3);
-        m1 = _mm_xor_si128(m1, m3);
-        /* rounds 48-51 */
-        e0 = _mm_sha1nexte_epu32(e0, m0);
-        e1 = abcd;
-        m1 = _mm_sha1msg2_epu32(m1, m0);
-        abcd = _mm_sha1rnds4_epu32(abcd, e0, 2);
-        m3 = _mm_sha1msg1_epu32(m3, m0);
-        m2 = _mm_xor_si128(m2, m0);
-        /* rounds 52-55 */
-        e1 = _mm_sha1nexte_epu32(e1, m1);
-        e0 = abcd;
-        m2 = _mm_sha1msg2_epu32(m2, m1);
-        abcd = _mm_sha1rnds4_epu32(abcd, e1, 2);
-        m0 = _mm_sha1msg1_epu32(m0, m1);
-        m3 = _mm_xor_si128(m3, m1);
-        /* rounds 56-59 */
-        e0 = _mm_sha1nexte_epu32(e0, m2);
-        e1 = abcd;
-        m3 = _mm_sha1msg2_epu32(m3, m2);
-        abcd = _mm_sha1rnds4_epu32(abcd, e0, 2);
-        m1 = _mm_sha1msg1_epu32(m1, m2);
-        m0 = _mm_xor_si128(m0, m2);
-        /* rounds 60-63 */
-        e1 = _mm_sha1nexte_epu32(e1, m3);
-        e0 = abcd;
-        m0 = _mm_sha1msg2_epu32(m0, m3);
-        abcd = _mm_sha1rnds4_epu32(abcd, e1, 3);
-        m2 = _mm_sha1msg1_epu32(m2, m3);
-        m1 = _mm_xor_si128(m1, m3);
-        /* rounds 64-67 */
-        e0 = _mm_sha1nexte_epu32(e0, m0);
-        e1 = abcd;
-        m1 = _mm_sha1msg2_epu32(m1, m0);
-        abcd = _mm_sha1rnds4_epu32(abcd, e0, 3);
-        m3 = _mm_sha1msg1_epu32(m3, m0);
-        m2 = _mm_xor_si128(m2, m0);
+        GROUP(e1, e0, m3, m0, m2, m1, 0); /* rounds 12-15 */
+        GROUP(e0, e1, m0, m1, m3, m2, 0); /* rounds 16-19 */
+        GROUP(e1, e0, m1, m2, m0, m3, 1); /* rounds 20-23 */
+        GROUP(e0, e1, m2, m3, m1, m0, 1); /* rounds 24-27 */
+        GROUP(e1, e0, m3, m0, m2, m1, 1); /* rounds 28-31 */
+        GROUP(e0, e1, m0, m1, m3, m2, 1); /* rounds 32-35 */
+        GROUP(e1, e0, m1, m2, m0, m3, 1); /* rounds 36-39 */
+        GROUP(e0, e1, m2, m3, m1, m0, 2); /* rounds 40-43 */
+        GROUP(e1, e0, m3, m0, m2, m1, 2); /* rounds 44-47 */
+        GROUP(e0, e1, m0, m1, m3, m2, 2); /* rounds 48-51 */
+        GROUP(e1, e0, m1, m2, m0, m3, 2); /* rounds 52-55 */
+        GROUP(e0, e1, m2, m3, m1, m0, 2); /* rounds 56-59 */
+        GROUP(e1, e0, m3, m0, m2, m1, 3); /* rounds 60-63 */
+        GROUP(e0, e1, m0, m1, m3, m2, 3); /* rounds 64-67 */
         /* rounds 68-71 */
         e1 = _mm_sha1nexte_epu32(e1, m1);
         e0 = abcd;
