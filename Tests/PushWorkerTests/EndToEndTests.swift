@@ -81,15 +81,12 @@ import Testing
 
         // Wait (polling the other processes' output, with a deadline) until the simulator recorded every valid
         // notification and every invalid event has its error event.
-        func recordedTokens() -> [String] {
-            let text = (try? String(contentsOfFile: "\(folder)/record.jsonl", encoding: .utf8)) ?? ""
-            return text.split(separator: "\n").compactMap { try? JSONValue(parsing: String($0))["token"]?.stringValue }
-        }
+        let recordFile = RecordFile("\(folder)/record.jsonl")
         let deadline = ContinuousClock.now.advanced(by: .seconds(120))
         var errors: [KafkaRecord] = []
         while ContinuousClock.now < deadline {
             errors = try await Self.readAll(servers, "notification-errors")
-            if Set(recordedTokens()).count >= valid && errors.count >= invalid.count { break }
+            if recordFile.update().distinct.count >= valid && errors.count >= invalid.count { break }
             try await Task.sleep(for: .milliseconds(200))
         }
         // The HTTP endpoints while it runs. The last notifications are accepted a window after they were written.
@@ -112,7 +109,7 @@ import Testing
         worker.signal(SIGTERM)
         #expect(worker.wait() == 0, "the worker exits 0 after SIGTERM")
 
-        let tokens = recordedTokens()
+        let tokens = recordFile.update().tokens
         #expect(Set(tokens) == Set((0..<valid).map(Self.token)), "every valid notification reached the gateway")
         #expect(tokens.count - valid >= 0)
         errors = try await Self.readAll(servers, "notification-errors")

@@ -64,35 +64,13 @@ final class RunHarness {
         try Child(binary, ["run", "--config", "\(folder)/worker.yaml"] + arguments, standardError: standardError)
     }
 
-    /// The tokens the simulator recorded: every one with repeats, and the distinct ones.
-    struct Records {
-        var tokens: [String] = []
-        var distinct: Set<String> = []
-    }
+    private lazy var record = RecordFile("\(folder)/record.jsonl")
 
-    private var records = Records()
-    private var recordOffset: UInt64 = 0
-
-    /// What the simulator recorded so far: the record file is read on from where the last call stopped (reading
-    /// and parsing all of it every 50 ms took a core from the worker under test), up to its last complete line.
-    func recorded() -> Records {
-        guard let file = FileHandle(forReadingAtPath: "\(folder)/record.jsonl") else { return records }
-        defer { try? file.close() }
-        guard (try? file.seek(toOffset: recordOffset)) != nil, let data = try? file.readToEnd(),
-              let end = data.lastIndex(of: UInt8(ascii: "\n"))
-        else { return records }
-        recordOffset += UInt64(data.distance(from: data.startIndex, to: end) + 1)
-        for line in data[..<end].split(separator: UInt8(ascii: "\n")) {
-            guard let token = try? JSONValue(parsing: String(decoding: line, as: UTF8.self))["token"]?.stringValue
-            else { continue }
-            records.tokens.append(token)
-            records.distinct.insert(token)
-        }
-        return records
-    }
+    /// What the simulator recorded so far.
+    func recorded() -> RecordFile { record.update() }
 
     /// Waits (polling the record file, with a deadline) until `condition` holds for the recorded tokens.
-    func waitForRecords(within limit: Duration = .seconds(120), _ condition: (Records) -> Bool) async throws -> Bool {
+    func waitForRecords(within limit: Duration = .seconds(120), _ condition: (RecordFile) -> Bool) async throws -> Bool {
         let deadline = ContinuousClock.now.advanced(by: limit)
         while ContinuousClock.now < deadline {
             if condition(recorded()) { return true }
