@@ -1,20 +1,65 @@
 import Foundation
+import Synchronization
 
 /// Runs a blocking librdkafka loop on a thread of its own (never on the cooperative pool) and returns when it
 /// ends. Cancelling the awaiting task calls `onCancel`, which must make the loop end.
+///
+/// With `abandonAfterCancel`, a loop that has not ended that long after the cancellation is left to itself and the
+/// call returns false: librdkafka can wait without end inside a call (a group coordinator that stopped answering
+/// holds `rd_kafka_commit` and `rd_kafka_consumer_close` as long as it stays silent), and a process being shut
+/// down must not wait with it. The thread keeps what its loop holds until it ends or the process exits.
+@discardableResult
 func runOnDedicatedThread(
-    name: String, onCancel: @escaping @Sendable () -> Void = {}, _ loop: @escaping @Sendable () -> Void
-) async {
-    await withTaskCancellationHandler {
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+    name: String, onCancel: @escaping @Sendable () -> Void = {}, abandonAfterCancel grace: Duration? = nil,
+    _ loop: @escaping @Sendable () -> Void
+) async -> Bool {
+    let completion = ThreadCompletion()
+    return await withTaskCancellationHandler {
+        await withCheckedContinuation { (done: CheckedContinuation<Bool, Never>) in
+            completion.wait(done)
             let thread = Thread {
                 loop()
-                done.resume()
+                completion.complete(finished: true)
             }
             thread.name = name
             thread.start()
         }
     } onCancel: {
         onCancel()
+        if let grace {
+            let (seconds, attoseconds) = grace.components
+            let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) {
+                completion.complete(finished: false)
+            }
+        }
+    }
+}
+
+/// The end of a dedicated thread's loop, or its abandonment, whichever comes first: resumes the waiting task once.
+private final class ThreadCompletion: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<Bool, Never>?
+        var result: Bool?
+    }
+
+    private let state = Mutex(State())
+
+    func wait(_ continuation: CheckedContinuation<Bool, Never>) {
+        let result: Bool? = state.withLock { s in
+            if s.result == nil { s.continuation = continuation }
+            return s.result
+        }
+        if let result { continuation.resume(returning: result) }
+    }
+
+    func complete(finished: Bool) {
+        let continuation: CheckedContinuation<Bool, Never>? = state.withLock { s in
+            guard s.result == nil else { return nil }
+            s.result = finished
+            defer { s.continuation = nil }
+            return s.continuation
+        }
+        continuation?.resume(returning: finished)
     }
 }

@@ -79,9 +79,25 @@ public final class KafkaConsumer: Sendable {
 
     /// Polls on a dedicated thread until ``stop()`` or cancellation, then stores the settled offsets, commits them
     /// synchronously, leaves the group and finishes ``records``.
+    ///
+    /// After cancellation (the worker's shutdown allowance has run out, or a second signal), it returns at the
+    /// latest ``cancelledShutdownGrace`` later: a group coordinator that takes a commit or a leave and stops
+    /// answering would hold them without end (with librdkafka's mock broker answering after 100 s, `rd_kafka_commit`
+    /// was still waiting 17 minutes later). The thread is then left to itself, holding this consumer, until the
+    /// process exits; what it did not commit is delivered again.
     public func run() async {
-        await runOnDedicatedThread(name: "kafka-consumer", onCancel: { [self] in stop() }) { [self] in pollLoop() }
+        let finished = await runOnDedicatedThread(
+            name: "kafka-consumer", onCancel: { [self] in stop() }, abandonAfterCancel: Self.cancelledShutdownGrace
+        ) { [self] in pollLoop() }
+        if !finished {
+            logger.warning("the consumer did not commit and leave the group in time: going on without it (the group coordinator does not answer); what it did not commit is delivered again", metadata: [
+                "waited": "\(Self.cancelledShutdownGrace)",
+            ])
+        }
     }
+
+    /// How long a cancelled ``run()`` waits for the final commit and the leave.
+    public static let cancelledShutdownGrace: Duration = .seconds(5)
 
     /// Stops fetching new records while staying in the group (graceful shutdown: what is in flight settles and
     /// is committed before ``stop()``).

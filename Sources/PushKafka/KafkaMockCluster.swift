@@ -41,6 +41,11 @@ public final class KafkaMockCluster: Sendable {
         rd_kafka_mock_push_request_errors_array(cluster, api.rawValue, errors.count, &errors)
     }
 
+    /// Delays every response of broker `id` (1-based) by `milliseconds` (a coordinator that stops answering).
+    public func setRoundTrip(broker id: Int32, milliseconds: Int32) {
+        _ = rd_kafka_mock_broker_set_rtt(cluster, id, milliseconds)
+    }
+
     deinit {
         rd_kafka_mock_cluster_destroy(cluster)
         rd_kafka_destroy(client)

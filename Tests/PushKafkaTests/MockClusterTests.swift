@@ -95,6 +95,61 @@ import Testing
         }
     }
 
+    /// Consumes and settles 50 records, then makes the broker answer nothing for 100 s (a coordinator that stopped
+    /// answering), stops the consumer and cancels its task, and returns how long its `run()` took to end.
+    static func cancelWithASilentCoordinator() async throws -> Duration {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("events", partitions: 1)
+        try await produce(cluster, topic: "events", (0..<50).map { "x\($0)" })
+        let consumer = try KafkaConsumer(
+            properties: consumerProperties(cluster, group: "silent").merging(["enable.auto.commit": "false"]) { $1 },
+            topics: ["events"], maxOutstanding: 1000)
+        let clock = ContinuousClock()
+        let running = Task { await consumer.run() }
+        var received = 0
+        for await batch in consumer.records {
+            received += batch.count
+            for record in batch { consumer.offsets.outcomeKnown(record) }
+            if received >= 50 { break }
+        }
+        cluster.setRoundTrip(broker: 1, milliseconds: 100_000)
+        let stopped = clock.now
+        consumer.stop()
+        running.cancel()
+        await running.value
+        return clock.now - stopped
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aCancelledConsumerDoesNotWaitForASilentCoordinator() async throws {
+        // The worker cancels the consumer when its shutdown allowance has run out. A coordinator that stopped
+        // answering holds the final commit without end (17 minutes and counting); the cancelled consumer's run()
+        // returns after its grace, leaving the waiting thread to itself.
+        let took = try await Self.cancelWithASilentCoordinator()
+        #expect(took >= KafkaConsumer.cancelledShutdownGrace && took < .seconds(30), "\(took)")
+    }
+
+    @Test func aCancelledConsumerStillCommitsAndLeavesWhenTheBrokerAnswers() async throws {
+        // Cancellation with a broker that answers: the final commit lands (nothing is delivered again).
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("events", partitions: 2)
+        try await Self.produce(cluster, topic: "events", (0..<40).map { "c\($0)" })
+        let consumer = try KafkaConsumer(
+            properties: Self.consumerProperties(cluster, group: "cancelled").merging(["enable.auto.commit": "false"]) { $1 },
+            topics: ["events"], maxOutstanding: 1000)
+        let running = Task { await consumer.run() }
+        var received = 0
+        for await batch in consumer.records {
+            received += batch.count
+            for record in batch { consumer.offsets.outcomeKnown(record) }
+            if received >= 40 { break }
+        }
+        running.cancel()
+        await running.value
+        try await Self.produce(cluster, topic: "events", (0..<5).map { "d\($0)" })
+        let after = try await Self.consume(cluster, group: "cancelled", topic: "events", count: 5)
+        #expect(after.map { String(decoding: $0.value, as: UTF8.self) }.sorted() == (0..<5).map { "d\($0)" })
+    }
+
     @Test func consumeCommitAndResumeWithNoRedeliveryAndNoSkip() async throws {
         let cluster = try KafkaMockCluster()
         try cluster.createTopic("events", partitions: 3)
