@@ -208,7 +208,8 @@ let package = Package(
         .testTarget(
             name: "PushWorkerTests",
             dependencies: ["PushWorker", "PushTestSupport", "PushKafka", "PushCore", "PushGateway", "PushSimulator",
-                           .product(name: "Logging", package: "swift-log")],
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: strict
         ),
         // The files under deploy/: they parse, the Kubernetes objects are complete, the shipped configurations
