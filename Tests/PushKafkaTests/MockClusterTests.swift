@@ -105,19 +105,16 @@ import Testing
             properties: consumerProperties(cluster, group: "silent").merging(["enable.auto.commit": "false"]) { $1 },
             topics: ["events"], maxOutstanding: 1000)
         let clock = ContinuousClock()
-        let running = Task { await consumer.run() }
-        var received = 0
-        for await batch in consumer.records {
-            received += batch.count
-            for record in batch { consumer.offsets.outcomeKnown(record) }
-            if received >= 50 { break }
+        return await withTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { await consumer.run() }
+            await consumer.settleRecords(atLeast: 50)
+            cluster.setRoundTrip(broker: 1, milliseconds: 100_000)
+            let stopped = clock.now
+            consumer.stop()
+            tasks.cancelAll()
+            await tasks.waitForAll()
+            return clock.now - stopped
         }
-        cluster.setRoundTrip(broker: 1, milliseconds: 100_000)
-        let stopped = clock.now
-        consumer.stop()
-        running.cancel()
-        await running.value
-        return clock.now - stopped
     }
 
     @Test(.timeLimit(.minutes(2))) func aCancelledConsumerDoesNotWaitForASilentCoordinator() async throws {
@@ -136,15 +133,11 @@ import Testing
         let consumer = try KafkaConsumer(
             properties: Self.consumerProperties(cluster, group: "cancelled").merging(["enable.auto.commit": "false"]) { $1 },
             topics: ["events"], maxOutstanding: 1000)
-        let running = Task { await consumer.run() }
-        var received = 0
-        for await batch in consumer.records {
-            received += batch.count
-            for record in batch { consumer.offsets.outcomeKnown(record) }
-            if received >= 40 { break }
+        await withTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { await consumer.run() }
+            await consumer.settleRecords(atLeast: 40)
+            tasks.cancelAll()
         }
-        running.cancel()
-        await running.value
         try await Self.produce(cluster, topic: "events", (0..<5).map { "d\($0)" })
         let after = try await Self.consume(cluster, group: "cancelled", topic: "events", count: 5)
         #expect(after.map { String(decoding: $0.value, as: UTF8.self) }.sorted() == (0..<5).map { "d\($0)" })

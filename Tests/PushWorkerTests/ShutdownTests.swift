@@ -28,15 +28,10 @@ import Testing
         let group = ServiceGroup(configuration: configuration)
         try await Self.produce(cluster, (0..<20).map { "r\($0)" })
         let clock = ContinuousClock()
-        let took: Duration = try await withThrowingTaskGroup(of: Void.self) { tasks in
+        let took: Duration = await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             // Records consumed and settled: the final commit has offsets to commit.
-            var received = 0
-            for await batch in consumer.records {
-                received += batch.count
-                for record in batch { consumer.offsets.outcomeKnown(record) }
-                if received >= 20 { break }
-            }
+            await consumer.settleRecords(atLeast: 20)
             cluster.setRoundTrip(broker: 1, milliseconds: 100_000)
             let start = clock.now
             await group.triggerGracefulShutdown()
