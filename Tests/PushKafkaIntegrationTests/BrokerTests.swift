@@ -18,16 +18,7 @@ final class Received: Sendable {
 }
 
 func produce(_ servers: String, topic: String, _ values: [String]) async throws {
-    let producer = try KafkaProducer(properties: ["bootstrap.servers": servers, "log_level": "3"])
-    let acknowledged = Atomic<Int>(0)
-    await withTaskGroup(of: Void.self) { group in
-        group.addTask { await producer.run(flushTimeout: .seconds(60)) }
-        for value in values {
-            producer.produce(topic: topic, key: Array(value.utf8), value: Array(value.utf8)) { acknowledged.add(1, ordering: .relaxed) }
-        }
-        producer.stop()
-    }
-    #expect(acknowledged.load(ordering: .relaxed) == values.count)
+    #expect(try await produceAcknowledged(servers, topic: topic, values) == values.count)
 }
 
 /// A member that settles every record as it arrives and records what it got.

@@ -15,18 +15,7 @@ import Testing
 
     /// Produces `values` to `topic`, spread over partitions by key, and waits for every acknowledgement.
     static func produce(_ cluster: KafkaMockCluster, topic: String, _ values: [String]) async throws {
-        let producer = try KafkaProducer(properties: ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"])
-        let acknowledged = Atomic<Int>(0)
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await producer.run() }
-            for value in values {
-                producer.produce(topic: topic, key: Array(value.utf8), value: Array(value.utf8)) {
-                    acknowledged.add(1, ordering: .relaxed)
-                }
-            }
-            producer.stop()
-        }
-        #expect(acknowledged.load(ordering: .relaxed) == values.count)
+        #expect(try await produceAcknowledged(cluster.bootstrapServers, topic: topic, values) == values.count)
     }
 
     @Test(.timeLimit(.minutes(1))) func aFollowingReaderMarksTheEndOfWhatWasThereAndThenFollows() async throws {

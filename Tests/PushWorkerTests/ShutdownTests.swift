@@ -26,7 +26,7 @@ import Testing
             services: [.init(service: ConsumerService(consumer: consumer, suppression: nil))], logger: quiet)
         configuration.maximumGracefulShutdownDuration = .seconds(1)
         let group = ServiceGroup(configuration: configuration)
-        try await Self.produce(cluster, (0..<20).map { "r\($0)" })
+        #expect(try await produceAcknowledged(cluster.bootstrapServers, topic: "notifications", (0..<20).map { "r\($0)" }) == 20)
         let clock = ContinuousClock()
         let took: Duration = await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
@@ -40,14 +40,5 @@ import Testing
             return clock.now - start
         }
         #expect(took >= KafkaConsumer.cancelledShutdownGrace && took < .seconds(30), "\(took)")
-    }
-
-    static func produce(_ cluster: KafkaMockCluster, _ values: [String]) async throws {
-        let producer = try KafkaProducer(properties: ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"])
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await producer.run() }
-            for value in values { producer.produce(topic: "notifications", key: nil, value: Array(value.utf8)) {} }
-            producer.stop()
-        }
     }
 }
