@@ -9,25 +9,23 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The namespace of derived apns-ids (a fixed random UUID of ours: `5e1f3c52-8a7d-4b36-9d0e-2f6a41c7b9e3`).
-    public static let namespace = APNsID(high: 0x5E1F_3C52_8A7D_4B36, low: 0x9D0E_2F6A_41C7_B9E3)
+    public static var namespace: APNsID { APNsID(high: 0x5E1F_3C52_8A7D_4B36, low: 0x9D0E_2F6A_41C7_B9E3) }
 
     /// The apns-id of an event that names none: UUID version 5 (SHA-1) in ``namespace`` of the name
     /// `app` + one zero byte + `eventID` (UTF-8), so that a redelivered event carries the same apns-id.
     public static func derived(app: String, eventID: String) -> APNsID {
-        var app = app
-        var eventID = eventID
-        return app.withUTF8 { appBytes in
-            eventID.withUTF8 { idBytes in
+        app.withBorrowedUTF8 { appBytes in
+            eventID.withBorrowedUTF8 { idBytes in
                 let count = 16 + appBytes.count + 1 + idBytes.count
                 return withUnsafeTemporaryAllocation(byteCount: count, alignment: 8) { name in
-                    for i in 0..<8 {
-                        name[i] = UInt8(truncatingIfNeeded: namespace.high >> UInt64(56 - 8 * i))
-                        name[8 + i] = UInt8(truncatingIfNeeded: namespace.low >> UInt64(56 - 8 * i))
+                    let start = name.baseAddress!
+                    start.storeBytes(of: namespace.high.bigEndian, as: UInt64.self)
+                    start.storeBytes(of: namespace.low.bigEndian, toByteOffset: 8, as: UInt64.self)
+                    if let app = appBytes.baseAddress { (start + 16).copyMemory(from: app, byteCount: appBytes.count) }
+                    start.storeBytes(of: 0, toByteOffset: 16 + appBytes.count, as: UInt8.self)
+                    if let id = idBytes.baseAddress {
+                        (start + 17 + appBytes.count).copyMemory(from: id, byteCount: idBytes.count)
                     }
-                    UnsafeMutableRawBufferPointer(rebasing: name[16...]).copyMemory(from: UnsafeRawBufferPointer(appBytes))
-                    name[16 + appBytes.count] = 0
-                    UnsafeMutableRawBufferPointer(rebasing: name[(17 + appBytes.count)...])
-                        .copyMemory(from: UnsafeRawBufferPointer(idBytes))
                     let h = SHA1.digest(UnsafeRawBufferPointer(name))
                     // The first 128 bits of the digest, version 5 and the RFC 9562 variant set.
                     let high = UInt64(h.0) << 32 | UInt64(h.1)
@@ -68,22 +66,29 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
     @discardableResult
     public func write(into out: UnsafeMutableRawBufferPointer) -> Int {
         precondition(out.count >= 36)
-        let base = out.baseAddress!
-        APNsRequest.hexPairs.withUnsafeBufferPointer { pairs in
-            @inline(__always) func hex(_ word: UInt64, _ digits: Int, shift: Int, at offset: Int) {
-                for i in 0..<digits / 2 {
-                    let byte = Int(truncatingIfNeeded: word >> UInt64(shift - 4 - 8 * i)) & 0xFF
-                    base.storeBytes(of: pairs[byte], toByteOffset: offset + 2 * i, as: UInt16.self)
-                }
-            }
-            hex(high, 8, shift: 60, at: 0)
-            hex(high, 4, shift: 28, at: 9)
-            hex(high, 4, shift: 12, at: 14)
-            hex(low, 4, shift: 60, at: 19)
-            hex(low, 12, shift: 44, at: 24)
-        }
-        for dash in 0..<4 { base.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 8 + 5 * dash, as: UInt8.self) }  // 8, 13, 18, 23
+        write(to: out.baseAddress!)
         return 36
+    }
+
+    /// Writes the 36 characters of the canonical lowercase form at `out`, which has room for them.
+    @inline(__always)
+    func write(to out: UnsafeMutableRawPointer) {
+        // Digits 0-7, 8-15 of the high half and 16-23, 24-31 of the low half, placed around the dashes
+        // (8-4-4-4-12).
+        let d0 = Hex.digitWord(UInt32(truncatingIfNeeded: high >> 32))
+        let d1 = Hex.digitWord(UInt32(truncatingIfNeeded: high))
+        let d2 = Hex.digitWord(UInt32(truncatingIfNeeded: low >> 32))
+        let d3 = Hex.digitWord(UInt32(truncatingIfNeeded: low))
+        out.storeBytes(of: d0.littleEndian, toByteOffset: 0, as: UInt64.self)
+        out.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 8, as: UInt8.self)
+        out.storeBytes(of: UInt32(truncatingIfNeeded: d1).littleEndian, toByteOffset: 9, as: UInt32.self)
+        out.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 13, as: UInt8.self)
+        out.storeBytes(of: UInt32(truncatingIfNeeded: d1 >> 32).littleEndian, toByteOffset: 14, as: UInt32.self)
+        out.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 18, as: UInt8.self)
+        out.storeBytes(of: UInt32(truncatingIfNeeded: d2).littleEndian, toByteOffset: 19, as: UInt32.self)
+        out.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 23, as: UInt8.self)
+        out.storeBytes(of: UInt32(truncatingIfNeeded: d2 >> 32).littleEndian, toByteOffset: 24, as: UInt32.self)
+        out.storeBytes(of: d3.littleEndian, toByteOffset: 28, as: UInt64.self)
     }
 
     public var description: String {

@@ -37,30 +37,27 @@ public struct APNsRequest: Hashable, Sendable {
         case mdmTopicMissing
     }
 
-    /// The request for a validated event (decoded by ``EventDecoder/http2``), with the expiration resolved as
-    /// section 2 says.
-    public init(
-        event: NotificationEvent, app: HTTP2AppSettings, recordTimestamp: Int64, defaultTTL: Int64
-    ) throws(BuildError) {
-        let pushType = event.resolvedPushType
+    /// `apns-topic` for a push type: the bundle id with the type's suffix, or the app's mdm topic.
+    static func topic(of pushType: PushType, app: borrowing HTTP2AppSettings) throws(BuildError) -> String {
         if case .mdm = pushType {
-            guard let topic = app.mdmTopic else { throw .mdmTopicMissing }
-            self.topic = topic
-        } else {
-            let suffix = pushType.topicSuffix
-            self.topic = suffix.isEmpty ? app.bundleID : app.bundleID + suffix
+            guard let mdmTopic = app.mdmTopic else { throw .mdmTopicMissing }
+            return mdmTopic
         }
-        self.token = event.token
-        self.pushType = pushType
-        self.priority = event.priority
-        self.expiration = event.expiration.resolved(recordTimestamp: recordTimestamp, defaultTTL: defaultTTL)
-        self.collapseID = event.collapseID
-        self.apnsID = event.apnsID ?? APNsID.derived(app: event.app, eventID: event.id)
-        self.body = event.payload
+        let suffix = pushType.topicSuffix
+        return suffix.isEmpty ? app.bundleID : app.bundleID + suffix
     }
 
-    /// `:path`.
-    public var path: String { "/3/device/" + token.hex }
+    /// `:path`, built in one allocation.
+    public var path: String {
+        token.bytes.withUnsafeBytes { token in
+            String(unsafeUninitializedCapacity: 10 + 2 * token.count) { out in
+                var w = RawWriter(UnsafeMutableRawBufferPointer(out))
+                w.put("/3/device/")
+                Hex.write(token, to: out.baseAddress! + w.offset)
+                return w.offset + 2 * token.count
+            }
+        }
+    }
 
     /// The request's headers in the order they are sent, pseudo-headers first; `authorization` when a provider
     /// token is given.
@@ -85,14 +82,58 @@ public struct APNsRequest: Hashable, Sendable {
         if let authority { body(":authority", authority, false) }
         body("apns-topic", topic, false)
         body("apns-push-type", pushType.rawValue, false)
-        body("apns-priority", Self.priorityText(priority), false)
+        body("apns-priority", Self.priorityField(priority).description, false)
         body("apns-expiration", String(expiration), false)
         body("apns-id", apnsID.description, true)
         if let collapseID { body("apns-collapse-id", collapseID, true) }
         if let bearer { body("authorization", bearer, false) }
     }
 
-    static func priorityText(_ priority: Priority) -> String {
+    /// Writes the header fields as `name: value` lines (what an HPACK encoder consumes, in this order) and then the
+    /// body, without building a string: the request's wire image before header compression, in one reservation of
+    /// the buffer. Used by the encoding benchmark and the tests.
+    public func writeFields(into buffer: inout ByteBuffer) {
+        let pushType = self.pushType.staticName
+        let priority = Self.priorityField(priority)
+        let expiration = self.expiration
+        let apnsID = self.apnsID
+        let digits = Self.decimalDigitCount(expiration)
+        let fixed = 46 + 13 + 17 + 16 + 18 + 10 + 2  // the static parts below, counted
+        let total = fixed + token.bytes.count * 2 + topic.utf8.count + pushType.utf8CodeUnitCount
+            + priority.utf8CodeUnitCount + digits + 36 + (collapseID.map { 19 + $0.utf8.count } ?? 0) + body.count
+        _ = token.bytes.withUnsafeBytes { token in
+            body.withUnsafeBytes { body in
+                buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: total) { out in
+                    var w = RawWriter(out)
+                    w.put(":method: POST\n:scheme: https\n:path: /3/device/")  // 46
+                    Hex.write(token, to: out.baseAddress! + w.offset)
+                    w.offset += token.count * 2
+                    w.put("\napns-topic: ")  // 13
+                    w.put(topic)
+                    w.put("\napns-push-type: ")  // 17
+                    w.put(pushType)
+                    w.put("\napns-priority: ")  // 16
+                    w.put(priority)
+                    w.put("\napns-expiration: ")  // 18
+                    w.decimal(expiration, digits: digits)
+                    w.put("\napns-id: ")  // 10
+                    apnsID.write(to: out.baseAddress! + w.offset)
+                    w.offset += 36
+                    if let collapseID {
+                        w.put("\napns-collapse-id: ")  // 19
+                        w.put(collapseID)
+                    }
+                    w.put("\n\n")  // 2
+                    w.put(body)
+                    precondition(w.offset == total, "writeFields counted \(total) bytes and wrote \(w.offset)")
+                    return w.offset
+                }
+            }
+        }
+    }
+
+    /// `apns-priority`'s value.
+    static func priorityField(_ priority: Priority) -> StaticString {
         switch priority {
         case .lowest: "1"
         case .conservePower: "5"
@@ -100,53 +141,13 @@ public struct APNsRequest: Hashable, Sendable {
         }
     }
 
-    /// Writes the header fields as `name: value` lines (what an HPACK encoder consumes, in this order) and then the
-    /// body, without building a string: the request's wire image before header compression, in one reservation of
-    /// the buffer. Used by the encoding benchmark and the tests.
-    public func writeFields(into buffer: inout ByteBuffer) {
-        let tokenBytes = token.bytes
-        let priority = Self.priorityText(priority)
-        let pushType = self.pushType.rawValue
+    /// How many decimal digits `value` has.
+    @inline(__always)
+    static func decimalDigitCount(_ value: UInt32) -> Int {
         var digits = 1
-        var rest = expiration
+        var rest = value
         while rest >= 10 { rest /= 10; digits += 1 }
-        let fixed = 46 + 13 + 17 + 16 + 18 + 10 + 2  // the static parts below, counted
-        let total = fixed + tokenBytes.count * 2 + topic.utf8.count + pushType.utf8.count + priority.utf8.count + digits
-            + 36 + (collapseID.map { 19 + $0.utf8.count } ?? 0) + body.count
-        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: total) { out in
-            var w = RawWriter(out)
-            w.put(":method: POST\n:scheme: https\n:path: /3/device/")  // 46
-            Self.hexPairs.withUnsafeBufferPointer { pairs in
-                for byte in tokenBytes {
-                    w.base.storeBytes(of: pairs[Int(byte)], toByteOffset: w.offset, as: UInt16.self)
-                    w.offset += 2
-                }
-            }
-            w.put("\napns-topic: ")  // 13
-            w.put(topic)
-            w.put("\napns-push-type: ")  // 17
-            w.put(pushType)
-            w.put("\napns-priority: ")  // 16
-            w.put(priority)
-            w.put("\napns-expiration: ")  // 18
-            w.decimal(expiration, digits: digits)
-            w.put("\napns-id: ")  // 10
-            w.offset += apnsID.write(into: UnsafeMutableRawBufferPointer(rebasing: out[w.offset..<w.offset + 36]))
-            if let collapseID {
-                w.put("\napns-collapse-id: ")  // 19
-                w.put(collapseID)
-            }
-            w.put("\n\n")  // 2
-            body.withUnsafeBytes { w.put($0) }
-            precondition(w.offset == total, "writeFields counted \(total) bytes and wrote \(w.offset)")
-            return w.offset
-        }
-    }
-
-    /// The two lowercase hex digits of each byte value, as stored in memory (first digit at the lower address).
-    static let hexPairs: [UInt16] = (0..<256).map { value in
-        let digits = Array("0123456789abcdef".utf8)
-        return UInt16(digits[value >> 4]) | UInt16(digits[value & 0xF]) << 8
+        return digits
     }
 
     /// The `encode --format http2` object: `{"path", "headers": {...}, "body"}` with the body as a string.
@@ -169,6 +170,26 @@ public struct APNsRequest: Hashable, Sendable {
     }
 }
 
+// In an extension, so that the struct keeps its synthesized memberwise initializer: it builds the value at once,
+// where an initializer that assigns `self.x = ...` had the optimizer build the request in a temporary and copy it
+// out (a retain and a release of each of its buffers per request).
+extension APNsRequest {
+    /// The request for a validated event (decoded by ``EventDecoder/http2``), with the expiration resolved as
+    /// section 2 says.
+    public init(
+        event: borrowing NotificationEvent, app: borrowing HTTP2AppSettings, recordTimestamp: Int64, defaultTTL: Int64
+    ) throws(BuildError) {
+        let pushType = event.resolvedPushType
+        let topic = try Self.topic(of: pushType, app: app)
+        self.init(
+            token: event.token, topic: topic, pushType: pushType,
+            priority: event.priority,
+            expiration: event.expiration.resolved(recordTimestamp: recordTimestamp, defaultTTL: defaultTTL),
+            collapseID: event.collapseID,
+            apnsID: event.apnsID ?? APNsID.derived(app: event.app, eventID: event.id), body: event.payload)
+    }
+}
+
 /// Text for the HTTP/2 request's wire image (``APNsRequest/writeFields(into:)``), into memory already reserved.
 extension RawWriter {
     @inline(__always) mutating func put(_ text: StaticString) {
@@ -182,14 +203,15 @@ extension RawWriter {
     }
 
     @inline(__always) mutating func put(_ text: String) {
-        var text = text
-        text.withUTF8 { put(UnsafeRawBufferPointer($0)) }
+        text.withBorrowedUTF8 { put($0) }
     }
 
     @inline(__always) mutating func decimal(_ value: UInt32, digits: Int) {
         var value = value
-        for i in stride(from: digits - 1, through: 0, by: -1) {
-            base.storeBytes(of: 0x30 + UInt8(value % 10), toByteOffset: offset + i, as: UInt8.self)
+        var i = offset + digits
+        while i > offset {
+            i -= 1
+            base.storeBytes(of: 0x30 + UInt8(truncatingIfNeeded: value % 10), toByteOffset: i, as: UInt8.self)
             value /= 10
         }
         offset += digits

@@ -17,6 +17,22 @@ public enum PushType: String, CaseIterable, Hashable, Sendable {
         }
     }
 
+    /// `apns-push-type`'s value, ``rawValue`` as static text (nothing to build when writing it).
+    var staticName: StaticString {
+        switch self {
+        case .alert: "alert"
+        case .background: "background"
+        case .location: "location"
+        case .voip: "voip"
+        case .complication: "complication"
+        case .fileprovider: "fileprovider"
+        case .mdm: "mdm"
+        case .liveactivity: "liveactivity"
+        case .pushtotalk: "pushtotalk"
+        case .widgets: "widgets"
+        }
+    }
+
     /// The largest body Apple accepts for this push type.
     public var maxPayloadSize: Int {
         if case .voip = self { return 5120 }

@@ -123,6 +123,39 @@ public enum Hex {
         }
     }
 
+    /// The eight lowercase hex digits of `value`, most significant first, as a word whose lowest-addressed byte
+    /// (once stored little-endian) is the first digit. Computed in the word's lanes: no table, no branch.
+    @inline(__always)
+    static func digitWord(_ value: UInt32) -> UInt64 {
+        var x = UInt64(value)
+        // One nibble per byte, the most significant nibble in the top byte.
+        x = (x | x << 16) & 0x0000_FFFF_0000_FFFF
+        x = (x | x << 8) & 0x00FF_00FF_00FF_00FF
+        x = (x | x << 4) & 0x0F0F_0F0F_0F0F_0F0F
+        // '0' + nibble, plus 'a' - '0' - 10 (0x27) where the nibble is 10 or more.
+        let letters = ((x &+ 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101
+        x = x &+ 0x3030_3030_3030_3030 &+ letters &* 0x27
+        return x.byteSwapped
+    }
+
+    /// Writes the `2 * bytes.count` lowercase hex digits of `bytes` at `out`, four bytes at a time.
+    @inline(__always)
+    static func write(_ bytes: UnsafeRawBufferPointer, to out: UnsafeMutableRawPointer) {
+        guard let source = bytes.baseAddress else { return }
+        let count = bytes.count
+        var i = 0
+        while i + 4 <= count {
+            let word = UInt32(bigEndian: source.loadUnaligned(fromByteOffset: i, as: UInt32.self))
+            out.storeBytes(of: digitWord(word).littleEndian, toByteOffset: 2 * i, as: UInt64.self)
+            i += 4
+        }
+        while i < count {
+            let pair = UInt16(truncatingIfNeeded: digitWord(UInt32(source.load(fromByteOffset: i, as: UInt8.self))) >> 48)
+            out.storeBytes(of: pair.littleEndian, toByteOffset: 2 * i, as: UInt16.self)
+            i += 1
+        }
+    }
+
     /// Decodes plain hex (no spaces, even length); nil on anything else.
     public static func decode(_ text: some StringProtocol) -> [UInt8]? {
         let utf8 = Array(text.utf8)

@@ -144,9 +144,9 @@ private func request(_ json: String, mdmTopic: String? = nil) throws -> APNsRequ
         #expect(text == expected)
     }
 
-    /// The token's hex and the expiration's digits as `writeFields` writes them (from tables, into a reservation
-    /// counted beforehand), against `headerFields` (which spells them with `Hex` and `String`): every token length
-    /// from 1 to 100 bytes, every digit count.
+    /// The token's hex and the expiration's digits as `writeFields` writes them (computed four bytes at a time, into
+    /// a reservation counted beforehand), against `headerFields` (`path` and `String`) and `Hex.encode` (a byte at a
+    /// time, from a table): every token length from 1 to 100 bytes, every digit count.
     @Test func writeFieldsSpellsEveryTokenLengthAndExpiration() throws {
         var r = try request(event())
         var random = SystemRandomNumberGenerator()
@@ -160,12 +160,30 @@ private func request(_ json: String, mdmTopic: String? = nil) throws -> APNsRequ
             let expected = r.headerFields().map { "\($0.name): \($0.value)" }.joined(separator: "\n") + "\n\n"
                 + String(decoding: r.body, as: UTF8.self)
             #expect(String(buffer: buffer) == expected, "token of \(length) bytes, expiration \(r.expiration)")
+            // `path` and `writeFields` both spell the token four bytes at a time; `Hex.encode` a byte at a time.
+            #expect(r.path == "/3/device/" + Hex.encode(r.token.bytes), "token of \(length) bytes")
         }
         for (index, expiration) in expirations.enumerated() {
             r.expiration = expiration
             var buffer = ByteBuffer()
             r.writeFields(into: &buffer)
             #expect(String(buffer: buffer).contains("\napns-expiration: \(expiration)\n"), "\(index)")
+        }
+    }
+
+    /// Every push type and priority as `writeFields` spells them (static text) and as `headerFields` does.
+    @Test(arguments: PushType.allCases)
+    func writeFieldsSpellsEveryPushTypeAndPriority(type: PushType) throws {
+        var r = try request(event(), mdmTopic: "com.apple.mgmt.External.1")
+        r.pushType = type
+        for priority in [Priority.lowest, .conservePower, .immediate] {
+            r.priority = priority
+            var buffer = ByteBuffer()
+            r.writeFields(into: &buffer)
+            let expected = r.headerFields().map { "\($0.name): \($0.value)" }.joined(separator: "\n") + "\n\n"
+                + String(decoding: r.body, as: UTF8.self)
+            #expect(String(buffer: buffer) == expected)
+            #expect(String(buffer: buffer).contains("\napns-push-type: \(type.rawValue)\n"))
         }
     }
 
@@ -203,6 +221,41 @@ private func request(_ json: String, mdmTopic: String? = nil) throws -> APNsRequ
         for length in 0...300 {
             let message = (0..<length).map { _ in UInt8.random(in: 0...255, using: &random) }
             #expect(SHA1.digest(message, hardware: true) == SHA1.digest(message, hardware: false), "length \(length)")
+        }
+    }
+
+    /// Derived apns-ids of names from one block to several, against the UUID built from the whole digest.
+    @Test func derivedIDsOfEveryNameLength() {
+        for length in [1, 30, 38, 39, 40, 100, 102, 103, 104, 500] {
+            let eventID = String(repeating: "e", count: length)
+            let name = [0x5E, 0x1F, 0x3C, 0x52, 0x8A, 0x7D, 0x4B, 0x36, 0x9D, 0x0E, 0x2F, 0x6A, 0x41, 0xC7, 0xB9, 0xE3]
+                + Array("com.example.app".utf8) + [0] + Array(eventID.utf8)
+            var d = SHA1.digest(name)
+            d[6] = d[6] & 0x0F | 0x50
+            d[8] = d[8] & 0x3F | 0x80
+            let hex = Hex.encode(d.prefix(16))
+            let expected = "\(hex.prefix(8))-\(hex.dropFirst(8).prefix(4))-\(hex.dropFirst(12).prefix(4))-\(hex.dropFirst(16).prefix(4))-\(hex.dropFirst(20))"
+            #expect(APNsID.derived(app: "com.example.app", eventID: eventID).description == expected, "event id of \(length) bytes")
+        }
+    }
+
+    /// The canonical form against one spelled digit by digit, for random and extreme values.
+    @Test func printsEveryDigitInPlace() {
+        func reference(_ id: APNsID) -> String {
+            func hex(_ word: UInt64, _ digits: Int) -> String {
+                let text = String(word, radix: 16)
+                return String(repeating: "0", count: digits - text.count) + text
+            }
+            let high = hex(id.high, 16)
+            let low = hex(id.low, 16)
+            return "\(high.prefix(8))-\(high.dropFirst(8).prefix(4))-\(high.suffix(4))-\(low.prefix(4))-\(low.suffix(12))"
+        }
+        var random = SystemRandomNumberGenerator()
+        let ids = [APNsID(high: 0, low: 0), APNsID(high: .max, low: .max), APNsID(high: 0x0123_4567_89AB_CDEF, low: 0xFEDC_BA98_7654_3210)]
+            + (0..<200).map { _ in APNsID(high: random.next(), low: random.next()) }
+        for id in ids {
+            #expect(id.description == reference(id))
+            #expect(APNsID(id.description) == id)
         }
     }
 
