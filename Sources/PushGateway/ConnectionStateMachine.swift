@@ -18,8 +18,9 @@ import PushCore
 /// - Expiration is checked before every send, resends included.
 struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration == Duration {
     struct Entry {
-        var identifier: UInt32
+        // The delivery first: the identifier takes the bytes it leaves (56 bytes an entry, 64 the other way).
         var delivery: Delivery
+        var identifier: UInt32
         var sentAt: Instant
     }
 
@@ -65,7 +66,7 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
         let identifier = nextIdentifier
         nextIdentifier &+= 1
         if nextIdentifier == 0 { nextIdentifier = 1 }
-        inFlight.append(Entry(identifier: identifier, delivery: delivery, sentAt: now))
+        inFlight.append(Entry(delivery: delivery, identifier: identifier, sentAt: now))
         return .send(identifier: identifier)
     }
 

@@ -42,13 +42,16 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
 
     // Everything is inlinable so that the ledger is specialised for its entry in the module that uses it: generic
     // code across the module boundary looked up type metadata and copied entries through witnesses on every call.
+    // The entry first and the small fields after it: Swift lays fields out in this order, and each small field takes
+    // the next free bytes (112 bytes a record for the pipeline's entry with the offset first, 88 this way).
     @usableFromInline
     struct Record: Sendable {
-        @usableFromInline var offset: Int64
-        @usableFromInline var pendingOutputs: Int32 = 0
-        @usableFromInline var outcomeKnown = false
-        @usableFromInline var group: Int32
         @usableFromInline var entry: Entry?
+        @usableFromInline var group: Int32
+        /// Output events not yet acknowledged (a handful at most).
+        @usableFromInline var pendingOutputs: Int16 = 0
+        @usableFromInline var outcomeKnown = false
+        @usableFromInline var offset: Int64
 
         @inlinable
         init(offset: Int64, group: Int32, entry: Entry?) {
@@ -174,7 +177,7 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
         let sequence = partitions[s].headSequence + UInt64(partitions[s].records.count)
         var record = Record(offset: offset, group: Int32(group), entry: entry)
         record.outcomeKnown = outcomeKnown
-        record.pendingOutputs = Int32(outputs)
+        record.pendingOutputs = Int16(outputs)
         partitions[s].lastOffset = offset
         if record.isSettled && partitions[s].records.isEmpty {
             // Nothing ahead of it: it moves the committable offset at once and need not be kept.
@@ -209,7 +212,7 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
         let offset = partitions[s].records[i].offset
         partitions[s].records[i].entry = nil
         partitions[s].records[i].outcomeKnown = true
-        partitions[s].records[i].pendingOutputs += Int32(outputs(entry))
+        partitions[s].records[i].pendingOutputs += Int16(outputs(entry))
         settledIfDone(s, i)
         return (entry, offset)
     }
@@ -247,7 +250,7 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
     @inlinable
     public mutating func outputsPending(_ ticket: LedgerTicket, _ outputs: Int) {
         guard let (s, i) = locate(ticket), !partitions[s].records[i].isSettled else { return }
-        partitions[s].records[i].pendingOutputs += Int32(outputs)
+        partitions[s].records[i].pendingOutputs += Int16(outputs)
     }
 
     /// The broker acknowledged an output event about the record (ignored for an ended epoch).

@@ -39,21 +39,24 @@ public struct PipelineCounts: Sendable, Hashable {
 /// What the ledger keeps of a record while its notification is delivered: what its output events need, and no
 /// payload (the engine holds the frame).
 struct HeldEvent: Sendable {
+    // Laid out largest first, the small fields in what the token leaves: 72 bytes (88 in declaration order before).
     var id: String
-    /// The endpoint's index in the configuration.
-    var endpoint: Int
-    private var compactToken: CompactToken
     /// The Kafka record's timestamp, UNIX milliseconds (-1 when none).
     var timestamp: Int64
+    private var compactToken: CompactToken
     /// Its token is suppressed but was registered again since: once accepted, the suppression is lifted.
     var liftsSuppression = false
+    private var endpointIndex: Int32
 
     init(id: String, endpoint: Int, token: DeviceToken, timestamp: Int64) {
         self.id = id
-        self.endpoint = endpoint
+        self.endpointIndex = Int32(endpoint)
         self.compactToken = CompactToken(token)
         self.timestamp = timestamp
     }
+
+    /// The endpoint's index in the configuration.
+    var endpoint: Int { Int(endpointIndex) }
 
     var token: DeviceToken { compactToken.token }
 }
@@ -62,8 +65,8 @@ struct HeldEvent: Sendable {
 /// held notification. Longer ones keep their bytes.
 struct CompactToken: Sendable {
     private var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-    private var count: UInt8
     private var long: [UInt8]?
+    private var count: UInt8
 
     init(_ token: DeviceToken) {
         let bytes = token.bytes

@@ -1,5 +1,7 @@
 import PushCore
 import Testing
+@testable import PushGateway
+@testable import PushKafka
 @testable import PushWorker
 
 @Suite struct CompactTokenTests {
@@ -14,5 +16,13 @@ import Testing
     @Test func aShortTokenIsKeptInline() {
         // Four words, a count and an optional array: no heap object of its own for 32 bytes.
         #expect(MemoryLayout<CompactToken>.size <= 48)
+    }
+
+    /// What each held notification costs besides its frame: its ledger record and its connection's in-flight entry,
+    /// laid out so that the small fields fill what the large ones leave (112 and 64 bytes in declaration order).
+    @Test func aHeldNotificationsRecordsStayCompact() {
+        #expect(MemoryLayout<HeldEvent>.stride <= 72)
+        #expect(MemoryLayout<InFlightLedger<HeldEvent>.Record>.stride <= 88)
+        #expect(MemoryLayout<ConnectionStateMachine<ContinuousClock.Instant>.Entry>.stride <= 56)
     }
 }
