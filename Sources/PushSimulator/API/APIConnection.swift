@@ -84,10 +84,10 @@ final class APIConnection: ChannelInboundHandler {
             endStream = headers.endStream
         case .data(let data):
             if case .byteBuffer(let buffer) = data.data {
-                consumed(buffer.readableBytes + (data.paddingBytes ?? 0), stream: id, context: context)
-                var request = partial[id, default: PartialRequest()]
-                request.body.append(contentsOf: buffer.readableBytesView.prefix(Self.bodyLimit - request.body.count))
-                partial[id] = request
+                // In place: a copy taken out of the dictionary would make the append copy the body so far.
+                let windowUpdate = Self.take(
+                    buffer, padding: data.paddingBytes ?? 0, into: &partial[id, default: PartialRequest()])
+                consumed(buffer.readableBytes + (data.paddingBytes ?? 0), streamUpdate: windowUpdate, stream: id, context: context)
             }
             endStream = data.endStream
         case .rstStream:
@@ -114,7 +114,17 @@ final class APIConnection: ChannelInboundHandler {
     private var unacknowledged = 0
     private static let windowStep = 32 * 1024
 
-    private func consumed(_ bytes: Int, stream: HTTP2StreamID, context: ChannelHandlerContext) {
+    /// Appends a DATA frame's bytes to its request (up to ``bodyLimit``) and counts them against the stream's
+    /// window; returns the stream's WINDOW_UPDATE increment when one is due.
+    private static func take(_ buffer: ByteBuffer, padding: Int, into request: inout PartialRequest) -> Int? {
+        request.body.append(contentsOf: buffer.readableBytesView.prefix(bodyLimit - request.body.count))
+        request.unacknowledged += buffer.readableBytes + padding
+        guard request.unacknowledged >= windowStep else { return nil }
+        defer { request.unacknowledged = 0 }
+        return request.unacknowledged
+    }
+
+    private func consumed(_ bytes: Int, streamUpdate: Int?, stream: HTTP2StreamID, context: ChannelHandlerContext) {
         guard bytes > 0 else { return }
         unacknowledged += bytes
         if unacknowledged >= Self.windowStep {
@@ -122,14 +132,10 @@ final class APIConnection: ChannelInboundHandler {
             unacknowledged = 0
             needsFlush = true
         }
-        var request = partial[stream, default: PartialRequest()]
-        request.unacknowledged += bytes
-        if request.unacknowledged >= Self.windowStep {
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .windowUpdate(windowSizeIncrement: request.unacknowledged))), promise: nil)
-            request.unacknowledged = 0
+        if let streamUpdate {
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .windowUpdate(windowSizeIncrement: streamUpdate))), promise: nil)
             needsFlush = true
         }
-        partial[stream] = request
     }
 
     /// 200s answered since they were last added to the summary (once per read, not once per request).
@@ -188,7 +194,7 @@ final class APIConnection: ChannelInboundHandler {
             answer = APIAnswer(status: 503, reason: .shutdown, apnsID: Self.newID(&random))
             retire = true
         } else {
-            let fields = request.headers.map { (name: $0.name, value: $0.value) }
+            let fields = request.headers.lazy.map { (name: $0.name, value: $0.value) }
             let now = unixMilliseconds() / 1000
             answer = self.context.check.answer(
                 headers: fields, body: request.body,
@@ -231,7 +237,11 @@ final class APIConnection: ChannelInboundHandler {
         headers.add(name: "apns-id", value: answer.apnsID, indexing: .nonIndexable)
         let body = answer.body
         if !body.isEmpty { headers.add(name: "content-type", value: "application/json") }
-        let written = context.eventLoop.makePromise(of: Void.self)
+        answered += 1
+        highestAnswered = max(highestAnswered, id)
+        let goesAway = !closing && (retire || self.context.configuration.goawayEvery.map({ answered % $0 == 0 }) == true)
+        // Only an answer a GOAWAY waits for needs to say when it is written.
+        let written = goesAway ? context.eventLoop.makePromise(of: Void.self) : nil
         let head = HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: body.isEmpty)))
         if body.isEmpty {
             context.write(wrapOutboundOut(head), promise: written)
@@ -241,11 +251,11 @@ final class APIConnection: ChannelInboundHandler {
             context.write(wrapOutboundOut(data), promise: written)
         }
         needsFlush = true
-        answered += 1
-        highestAnswered = max(highestAnswered, id)
         if answer.status == 200 { uncountedAccepted += 1 } else { self.context.state.countAPI(answer: answer.summaryKey) }
         if let accepted = answer.accepted {
-            self.context.recorder.append(request: RecordedRequest(accepted: accepted, connection: number, time: unixMilliseconds()))
+            if self.context.recorder.isActive {
+                self.context.recorder.append(request: RecordedRequest(accepted: accepted, connection: number, time: unixMilliseconds()))
+            }
             if !succeeded {
                 succeeded = true
                 if authentication == .token {
@@ -254,7 +264,7 @@ final class APIConnection: ChannelInboundHandler {
                 }
             }
         }
-        if !closing, retire || self.context.configuration.goawayEvery.map({ answered % $0 == 0 }) == true {
+        if let written {
             // Takes no new streams from now on; GOAWAY goes out once the answer has. Streams up to its last id that
             // are still on their way are answered; the connection closes once the client has had time to finish
             // them (closing at once with requests unread would reset it, and the client would lose answers).

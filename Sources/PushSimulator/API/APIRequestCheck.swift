@@ -77,25 +77,61 @@ struct APIRequestCheck: Sendable {
         }
     }
 
+    /// The header fields the API reads.
+    private enum Field {
+        case method, path, topic, pushType, priority, expiration, id, collapseID, authorization
+
+        /// By length first, then one comparison: a `switch` over the names compared each against every case.
+        init?(name: String) {
+            let field: Field?
+            switch name.utf8.count {
+            case 5: field = .path
+            case 7: field = name.utf8.first == UInt8(ascii: ":") ? .method : .id
+            case 10: field = .topic
+            case 13: field = name.utf8.first == UInt8(ascii: "a") && name.utf8.last == UInt8(ascii: "n") ? .authorization : .priority
+            case 14: field = .pushType
+            case 15: field = .expiration
+            case 16: field = .collapseID
+            default: field = nil
+            }
+            guard let field, name == field.name else { return nil }
+            self = field
+        }
+
+        var name: String {
+            switch self {
+            case .method: ":method"
+            case .path: ":path"
+            case .topic: "apns-topic"
+            case .pushType: "apns-push-type"
+            case .priority: "apns-priority"
+            case .expiration: "apns-expiration"
+            case .id: "apns-id"
+            case .collapseID: "apns-collapse-id"
+            case .authorization: "authorization"
+            }
+        }
+    }
+
     func answer(
-        headers: [(name: String, value: String)], body: [UInt8], authentication: APIAuthentication,
+        headers: some Sequence<(name: String, value: String)>, body: [UInt8], authentication: APIAuthentication,
         tokenHistory: inout APITokenHistory, now: Int64, newID: () -> String
     ) -> APIAnswer {
         var single = Fields()
         var method: String?
         var path: String?
         for (name, value) in headers {
-            switch name {
-            case ":method": method = value
-            case ":path": path = value
-            case "apns-topic": single.set(\.topic, value)
-            case "apns-push-type": single.set(\.pushType, value)
-            case "apns-priority": single.set(\.priority, value)
-            case "apns-expiration": single.set(\.expiration, value)
-            case "apns-id": single.set(\.id, value)
-            case "apns-collapse-id": single.set(\.collapseID, value)
-            case "authorization": single.set(\.authorization, value)
-            default: continue
+            switch Field(name: name) {
+            case .method: method = value
+            case .path: path = value
+            case .topic: single.set(\.topic, value)
+            case .pushType: single.set(\.pushType, value)
+            case .priority: single.set(\.priority, value)
+            case .expiration: single.set(\.expiration, value)
+            case .id: single.set(\.id, value)
+            case .collapseID: single.set(\.collapseID, value)
+            case .authorization: single.set(\.authorization, value)
+            case nil: continue
             }
         }
         let duplicate = single.duplicate
@@ -111,7 +147,9 @@ struct APIRequestCheck: Sendable {
         guard let path, path.hasPrefix("/3/device/") else { return fail(.badPath) }
         let hex = path.dropFirst("/3/device/".count)
         guard !hex.isEmpty else { return fail(.missingDeviceToken) }
-        guard hex.utf8.allSatisfy({ DeviceToken.nibble($0) != nil }), let token = try? DeviceToken(hex: hex) else {
+        // Parsed where the path lies when its bytes are contiguous (they are for a header HPACK decoded).
+        let inPlace = hex.utf8.withContiguousStorageIfAvailable { try? DeviceToken(hexUTF8: UnsafeRawBufferPointer($0)) }
+        guard hex.utf8.allSatisfy({ DeviceToken.nibble($0) != nil }), let token = inPlace ?? (try? DeviceToken(hex: hex)) else {
             return fail(.badDeviceToken)
         }
         if duplicate { return fail(.duplicateHeaders) }
@@ -183,8 +221,8 @@ struct APIRequestCheck: Sendable {
         guard !body.isEmpty else { return fail(.payloadEmpty) }
         if body.count > pushType.maxPayloadSize { return fail(.payloadTooLarge) }
 
-        if invalidTokens.contains(token.bytes) { return fail(.badDeviceToken) }
-        if let timestamp = unregistered[token.bytes] { return fail(.unregistered, timestamp: timestamp) }
+        if !invalidTokens.isEmpty, invalidTokens.contains(token.bytes) { return fail(.badDeviceToken) }
+        if !unregistered.isEmpty, let timestamp = unregistered[token.bytes] { return fail(.unregistered, timestamp: timestamp) }
 
         return APIAnswer(
             status: 200, reason: nil, apnsID: answerID,
