@@ -165,6 +165,21 @@ private func providerToken(issuedAt: Int64, key: String = "AuthKey_KEY1234567.p8
         }
     }
 
+    /// A body larger than a stream's initial flow-control window (64 KiB) arrives only if the simulator gives the
+    /// window back as it reads; it is then answered 413, and a normal request after it still succeeds.
+    @Test(.timeLimit(.minutes(1))) func aBodyLargerThanTheStreamWindowIsReadAndAnswered413() async throws {
+        try await withSimulator(apiConfiguration()) { simulator, addresses in
+            let client = try await H2TestClient.connect(port: try #require(addresses.apiPort), certificate: "app")
+            let large = #"{"aps":{"alert":""# + String(repeating: "x", count: 200_000) + #""}}"#
+            let tooLarge = try await client.send(alert(), body: large)
+            #expect(tooLarge.status == 413 && tooLarge.reason == "PayloadTooLarge")
+            let ok = try await client.send(alert())
+            #expect(ok.status == 200)
+            await client.close()
+            #expect(simulator.summary.apiAnswers == ["200": 1, "413 PayloadTooLarge": 1])
+        }
+    }
+
     @Test func withoutACertificateAndWithoutTokenKeyTheConnectionIsRefused() async throws {
         try await withSimulator(apiConfiguration()) { simulator, addresses in
             let client = try? await H2TestClient.connect(port: try #require(addresses.apiPort), certificate: nil)
