@@ -47,8 +47,7 @@ public struct EventDecoder: Sendable {
     }
 
     public func decode(_ text: String) -> Result<NotificationEvent, EventRejection> {
-        var text = text
-        return text.withUTF8 { decode(UnsafeRawBufferPointer($0)) }
+        text.withBorrowedUTF8 { decode($0) }
     }
 
     public func decode(_ bytes: UnsafeRawBufferPointer) -> Result<NotificationEvent, EventRejection> {

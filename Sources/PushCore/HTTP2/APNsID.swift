@@ -40,10 +40,7 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
 
     /// Parses the canonical text form, 8-4-4-4-12 hex digits in either case (as Apple accepts it).
     public init?(_ text: some StringProtocol) {
-        // In place when the text's bytes are contiguous (a native string's are), else from a copy.
-        let inPlace = text.utf8.withContiguousStorageIfAvailable { APNsID(utf8: UnsafeRawBufferPointer($0)) }
-        var copy = inPlace == nil ? String(text) : ""
-        guard let parsed = inPlace ?? copy.withUTF8({ APNsID(utf8: UnsafeRawBufferPointer($0)) }) else { return nil }
+        guard let parsed = text.withBorrowedUTF8({ APNsID(utf8: $0) }) else { return nil }
         self = parsed
     }
 

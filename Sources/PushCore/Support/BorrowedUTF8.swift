@@ -1,12 +1,12 @@
-extension String {
-    /// Calls `body` with the string's UTF-8 bytes in place, without copying the string (what `withUTF8` needs a
-    /// `var` for, and so a retained copy); a string without contiguous UTF-8 storage is copied first.
+extension StringProtocol {
+    /// Calls `body` with the text's UTF-8 bytes in place, without copying the text (what `String.withUTF8` needs a
+    /// `var` for, and so a retained copy); text without contiguous UTF-8 storage is copied first.
     @inline(__always)
     func withBorrowedUTF8<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         if let result = try utf8.withContiguousStorageIfAvailable({ try body(UnsafeRawBufferPointer($0)) }) {
             return result
         }
-        var copy = self
+        var copy = String(self)
         return try copy.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
     }
 }

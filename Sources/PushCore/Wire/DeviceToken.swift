@@ -13,10 +13,9 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
         self.bytes = bytes
     }
 
-    /// Parses a hex token as producers write it.
+    /// Parses a hex token as producers write it (in place when the text's bytes are contiguous).
     public init(hex: some StringProtocol) throws(DeviceTokenError) {
-        let utf8 = Array(hex.utf8)
-        let result = utf8.withUnsafeBytes { raw in
+        let result = hex.withBorrowedUTF8 { raw in
             Result { () throws(DeviceTokenError) in try DeviceToken(hexUTF8: raw) }
         }
         self = try result.get()

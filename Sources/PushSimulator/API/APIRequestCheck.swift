@@ -81,7 +81,7 @@ struct APIRequestCheck: Sendable {
     private enum Field {
         case method, path, topic, pushType, priority, expiration, id, collapseID, authorization
 
-        /// By length first, then one comparison: a `switch` over the names compared each against every case.
+        /// Told by the name's length and one comparison (a `switch` over the names compared a name with every case).
         init?(name: String) {
             let field: Field?
             switch name.utf8.count {
@@ -147,9 +147,7 @@ struct APIRequestCheck: Sendable {
         guard let path, path.hasPrefix("/3/device/") else { return fail(.badPath) }
         let hex = path.dropFirst("/3/device/".count)
         guard !hex.isEmpty else { return fail(.missingDeviceToken) }
-        // Parsed where the path lies when its bytes are contiguous (they are for a header HPACK decoded).
-        let inPlace = hex.utf8.withContiguousStorageIfAvailable { try? DeviceToken(hexUTF8: UnsafeRawBufferPointer($0)) }
-        guard hex.utf8.allSatisfy({ DeviceToken.nibble($0) != nil }), let token = inPlace ?? (try? DeviceToken(hex: hex)) else {
+        guard hex.utf8.allSatisfy({ DeviceToken.nibble($0) != nil }), let token = try? DeviceToken(hex: hex) else {
             return fail(.badDeviceToken)
         }
         if duplicate { return fail(.duplicateHeaders) }
