@@ -228,8 +228,8 @@ public final class KafkaConsumer: Sendable {
         storeSettledOffsets()
         var deadline: ContinuousClock.Instant?
         while true {
-            let offsets = context.unconfirmed
-            let list = offsets.isEmpty ? nil : PartitionList(offsets.map { ($0.key, $0.value) })
+            let offsets = finalOffsets()
+            let list = offsets.isEmpty ? nil : PartitionList(offsets)
             let error = withExtendedLifetime(list) { rd_kafka_commit(client, list?.pointer, 0) }
             if error == RD_KAFKA_RESP_ERR_NO_ERROR || error == RD_KAFKA_RESP_ERR__NO_OFFSET { return }
             let now = ContinuousClock.now
@@ -246,6 +246,23 @@ public final class KafkaConsumer: Sendable {
                 if let message = rd_kafka_consumer_poll(client, 50) { rd_kafka_message_destroy(message) }
             }
         }
+    }
+
+    /// The offsets the final commit commits: those of the partitions assigned now, and those kept from a failed
+    /// revoke where the group's committed offset (asked for here) is not beyond them.
+    private func finalOffsets() -> [(TopicPartition, Int64)] {
+        let unconfirmed = context.unconfirmed
+        let assignment = context.assignment
+        let kept = unconfirmed.kept(assignment: assignment)
+        var groupCommitted: [TopicPartition: Int64] = [:]
+        if !kept.isEmpty {
+            do {
+                groupCommitted = try committed(kept, timeoutMilliseconds: 2_000)
+            } catch {
+                logger.info("cannot read the group's committed offsets; committing the kept ones", metadata: ["error": "\(error)"])
+            }
+        }
+        return unconfirmed.finalCommit(assignment: assignment, groupCommitted: groupCommitted)
     }
 
     /// Errors that mean "this member's generation is over": a commit can succeed once the member has rejoined.
@@ -309,7 +326,7 @@ final class RebalanceContext: Sendable {
     let sink: any RecordSink
     let logger: Logger
     private let state = Mutex<(assignment: [TopicPartition], generation: Int)>(([], 0))
-    private let offsets = Mutex<[TopicPartition: Int64]>([:])
+    private let offsets = Mutex(UnconfirmedOffsets())
     /// Set once the consumer stops fetching for shutdown.
     let stopping = Atomic<Bool>(false)
 
@@ -331,19 +348,15 @@ final class RebalanceContext: Sendable {
         }
     }
 
-    /// Offsets stored for the partitions assigned now (and for those revoked while stopping whose commit failed): what
-    /// the final commit confirms.
-    var unconfirmed: [TopicPartition: Int64] { offsets.withLock { $0 } }
+    /// Offsets stored and not confirmed by a commit yet.
+    var unconfirmed: UnconfirmedOffsets { offsets.withLock { $0 } }
 
     func stored(_ moved: [(TopicPartition, Int64)]) {
-        offsets.withLock { o in for (p, offset) in moved { o[p] = offset } }
+        offsets.withLock { $0.stored(moved) }
     }
 
-    /// The revoke's commit went through (the partitions' offsets need no more confirming), or failed outside a
-    /// shutdown (they are forgotten: the next owner delivers from the last commit, as it would anyway).
-    func revokeCommitted(_ partitions: [TopicPartition], succeeded: Bool, stopping: Bool) {
-        guard succeeded || !stopping else { return }
-        offsets.withLock { o in for p in partitions { o[p] = nil } }
+    func revokeCommitted(_ partitions: [TopicPartition], committed: Bool, stopping: Bool) {
+        offsets.withLock { $0.revokeCommitted(partitions, committed: committed, stopping: stopping) }
     }
 
     func revoked(_ partitions: [TopicPartition], incremental: Bool) {
@@ -375,17 +388,23 @@ private func rebalanceCallback(
         context.sink.assigned(list)
         context.assigned(list, incremental: incremental)
     case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
-        // Every partition whose settled prefix moved is stored (the revoked ones matter most), then committed.
+        // Every partition whose settled prefix moved is stored (for the partitions kept in a cooperative revoke),
+        // then the offsets known for the revoked ones are committed, by name: after an assignment was lost and
+        // given again, librdkafka has forgotten what was stored before, and a kept offset must not be.
         let settled = context.sink.revoked(list)
         if !settled.isEmpty {
             context.stored(settled)
             let store = PartitionList(settled)
             _ = withExtendedLifetime(store) { rd_kafka_offsets_store(client, store.pointer) }
         }
-        let commit = rd_kafka_commit(client, nil, 0)
+        let known = context.unconfirmed.toCommit(revoking: list)
+        var commit = RD_KAFKA_RESP_ERR__NO_OFFSET
+        if !known.isEmpty {
+            let named = PartitionList(known)
+            commit = withExtendedLifetime(named) { rd_kafka_commit(client, named.pointer, 0) }
+        }
         context.revokeCommitted(
-            list, succeeded: commit == RD_KAFKA_RESP_ERR_NO_ERROR || commit == RD_KAFKA_RESP_ERR__NO_OFFSET,
-            stopping: context.stopping.load(ordering: .relaxed))
+            list, committed: commit == RD_KAFKA_RESP_ERR_NO_ERROR, stopping: context.stopping.load(ordering: .relaxed))
         context.logger.info("partitions revoked", metadata: [
             "partitions": "\(list)", "commit": "\(String(cString: rd_kafka_err2str(commit)))",
         ])
