@@ -38,53 +38,130 @@ public struct PipelineCounts: Sendable, Hashable {
 
 /// What the ledger keeps of a record while its notification is delivered: what its output events need, and no
 /// payload (the engine holds the frame).
+///
+/// 72 bytes and, for the usual event, no heap object of its own: the event id is kept inline when it has at most
+/// 16 bytes or is a UUID spelled canonically (36 characters, one case: kept as its 16 bytes), the device token
+/// when it has at most 32 bytes (Apple's have 32). Anything longer goes to one shared overflow object. Swift lays
+/// out fields in declaration order, so the largest come first and the small ones fill what they leave.
 struct HeldEvent: Sendable {
-    // Laid out largest first, the small fields in what the token leaves: 72 bytes (88 in declaration order before).
-    var id: String
+    private var idWords: (UInt64, UInt64) = (0, 0)
     /// The Kafka record's timestamp, UNIX milliseconds (-1 when none).
     var timestamp: Int64
-    private var compactToken: CompactToken
+    private var tokenWords: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+    /// The id or token that does not fit inline.
+    private var overflow: Overflow?
+    private var tokenCount: UInt8
+    private var idKind: CompactIDKind
     /// Its token is suppressed but was registered again since: once accepted, the suppression is lifted.
     var liftsSuppression = false
     private var endpointIndex: Int32
 
+    private final class Overflow: Sendable {
+        let id: String?
+        let token: [UInt8]?
+
+        init(id: String?, token: [UInt8]?) {
+            self.id = id
+            self.token = token
+        }
+    }
+
     init(id: String, endpoint: Int, token: DeviceToken, timestamp: Int64) {
-        self.id = id
         self.endpointIndex = Int32(endpoint)
-        self.compactToken = CompactToken(token)
         self.timestamp = timestamp
+        let bytes = token.bytes
+        tokenCount = UInt8(clamping: bytes.count)
+        var longToken: [UInt8]?
+        if bytes.count <= 32 {
+            withUnsafeMutableBytes(of: &tokenWords) { raw in
+                bytes.withUnsafeBytes { raw.copyMemory(from: $0) }
+            }
+        } else {
+            longToken = bytes
+        }
+        var words: (UInt64, UInt64) = (0, 0)
+        idKind = CompactIDKind.pack(id, into: &words)
+        idWords = words
+        let longID = idKind == .overflow ? id : nil
+        if longID != nil || longToken != nil { overflow = Overflow(id: longID, token: longToken) }
     }
 
     /// The endpoint's index in the configuration.
     var endpoint: Int { Int(endpointIndex) }
 
-    var token: DeviceToken { compactToken.token }
-}
-
-/// A device token kept inside its holder when it has at most 32 bytes (Apple's have 32): no array of its own per
-/// held notification. Longer ones keep their bytes.
-struct CompactToken: Sendable {
-    private var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-    private var long: [UInt8]?
-    private var count: UInt8
-
-    init(_ token: DeviceToken) {
-        let bytes = token.bytes
-        count = UInt8(clamping: bytes.count)
-        guard bytes.count <= 32 else {
-            long = bytes
-            return
-        }
-        withUnsafeMutableBytes(of: &words) { raw in
-            bytes.withUnsafeBytes { raw.copyMemory(from: $0) }
-        }
+    var id: String {
+        if idKind == .overflow { return overflow!.id! }
+        return idKind.unpack(idWords)
     }
 
     var token: DeviceToken {
-        if let long { return try! DeviceToken(bytes: long) }
-        var copy = words
-        let bytes = withUnsafeBytes(of: &copy) { Array($0.prefix(Int(count))) }
+        if let long = overflow?.token { return try! DeviceToken(bytes: long) }
+        var copy = tokenWords
+        let bytes = withUnsafeBytes(of: &copy) { Array($0.prefix(Int(tokenCount))) }
         return try! DeviceToken(bytes: bytes)  // 1 to 32 bytes, from a DeviceToken
+    }
+}
+
+/// How an event id is kept in 16 bytes: its UTF-8 as it is (up to 16 bytes; the raw value is the length), a UUID
+/// in its canonical spelling as its 16 bytes (lowercase or uppercase digits), or not at all.
+struct CompactIDKind: Equatable, Sendable {
+    let rawValue: UInt8
+
+    static let lowercaseUUID = CompactIDKind(rawValue: 17)
+    static let uppercaseUUID = CompactIDKind(rawValue: 18)
+    static let overflow = CompactIDKind(rawValue: .max)
+
+    /// Packs `id` into `words` if it fits; the kind says how.
+    static func pack(_ id: String, into words: inout (UInt64, UInt64)) -> CompactIDKind {
+        var id = id
+        id.makeContiguousUTF8()  // a no-op for the decoder's (native) strings
+        return id.utf8.withContiguousStorageIfAvailable { pack($0, into: &words) } ?? .overflow
+    }
+
+    private static func pack(_ text: UnsafeBufferPointer<UInt8>, into words: inout (UInt64, UInt64)) -> CompactIDKind {
+        if text.count <= 16 {
+            withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: UnsafeRawBufferPointer(text)) }
+            return CompactIDKind(rawValue: UInt8(text.count))
+        }
+        guard text.count == 36 else { return .overflow }
+        var high: UInt64 = 0
+        var low: UInt64 = 0
+        var letters: UInt8 = 0  // 0x20 bits seen on hex letters: 0x20 lowercase, 0 uppercase
+        var sawLetter = false
+        var digits = 0
+        for (i, c) in text.enumerated() {
+            if i == 8 || i == 13 || i == 18 || i == 23 {
+                guard c == UInt8(ascii: "-") else { return .overflow }
+                continue
+            }
+            guard let nibble = DeviceToken.nibble(c) else { return .overflow }
+            if c >= UInt8(ascii: "A") {
+                if sawLetter, c & 0x20 != letters { return .overflow }
+                letters = c & 0x20
+                sawLetter = true
+            }
+            if digits < 16 { high = high << 4 | UInt64(nibble) } else { low = low << 4 | UInt64(nibble) }
+            digits += 1
+        }
+        words = (high, low)
+        return sawLetter && letters == 0 ? .uppercaseUUID : .lowercaseUUID
+    }
+
+    /// The id `words` keep (not for `.overflow`).
+    func unpack(_ words: (UInt64, UInt64)) -> String {
+        if rawValue <= 16 {
+            var copy = words
+            return withUnsafeBytes(of: &copy) { String(decoding: $0.prefix(Int(rawValue)), as: UTF8.self) }
+        }
+        let alphabet = Array((self == .uppercaseUUID ? "0123456789ABCDEF" : "0123456789abcdef").utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(36)
+        for i in 0..<32 {
+            if i == 8 || i == 12 || i == 16 || i == 20 { text.append(UInt8(ascii: "-")) }
+            let word = i < 16 ? words.0 : words.1
+            text.append(alphabet[Int(word >> UInt64(60 - 4 * (i % 16)) & 0xF)])
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 }
 

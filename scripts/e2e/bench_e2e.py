@@ -83,7 +83,10 @@ def main():
     parser.add_argument("--idle-seconds", type=float, default=10, help="rate mode: idle time measured before")
     parser.add_argument("--json", help="write the results here as JSON")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, record file)")
+    parser.add_argument("--uuid-ids", action="store_true", help="event ids are UUIDs (36 characters), not e1, e2, ...")
     args = parser.parse_args()
+    if args.uuid_ids:
+        h.event_id = h.uuid_event_id
 
     if args.broker == "mock" and args.mode != "rate":
         parser.error("--broker mock keeps ~5 MB per partition: use it with --mode rate")

@@ -43,11 +43,24 @@ def token(n):
     return "%064x" % ((n * 0x9E3779B97F4A7C15 + 0xA5A5) % (1 << 256))
 
 
+def short_event_id(n):
+    return "e%d" % n
+
+
+def uuid_event_id(n):
+    """An id as many producers make them: a UUID, lowercase (a fixed pattern around n, distinct per n)."""
+    return "%08x-%04x-4%03x-8%03x-%012x" % (n, (n * 7) & 0xFFFF, n & 0xFFF, (n >> 12) & 0xFFF, n * 0x9E3779B1 % (1 << 48))
+
+
+# How events are named; scripts may set it to `uuid_event_id`.
+event_id = short_event_id
+
+
 def event(n, size, ts, device_token=None):
     """A notification event whose payload is about `size` bytes and carries n and ts (to `token(n)` unless told)."""
     head = '{"aps":{"alert":"Event %d","sound":"default"},"n":%d,"ts":%d,"pad":"' % (n, n, ts)
     payload = head + "x" * max(0, size - len(head) - 2) + '"}'
-    return ('{"id":"e%d","app":"%s","token":"%s","payload":%s}' % (n, APP, device_token or token(n), payload)).encode()
+    return ('{"id":"%s","app":"%s","token":"%s","payload":%s}' % (event_id(n), APP, device_token or token(n), payload)).encode()
 
 
 class Broker:

@@ -2,7 +2,7 @@
 cluster (scripts/bench-e2e's MockBroker). The simulator never answers and the acceptance window is longer than the
 run, so every notification the worker writes stays held (in the ledger and the engine) until the measurement.
 
-  python3 scripts/e2e/held_memory.py --binary .build-release/.../pushworker [--large 300000] [--small 10000]
+  python3 scripts/e2e/held_memory.py --binary .build-release/.../pushworker [--large 300000] [--small 10000] [--uuid-ids]
 """
 
 import argparse
@@ -51,7 +51,10 @@ def main():
     parser.add_argument("--large", type=int, default=300_000)
     parser.add_argument("--small", type=int, default=10_000)
     parser.add_argument("--payload", type=int, default=300)
+    parser.add_argument("--uuid-ids", action="store_true", help="event ids are UUIDs (36 characters), not e1, e2, ...")
     args = parser.parse_args()
+    if args.uuid_ids:
+        h.event_id = h.uuid_event_id
     small_written, small_rss = held_rss(args.binary, args.small, args.payload)
     large_written, large_rss = held_rss(args.binary, args.large, args.payload)
     per = (large_rss - small_rss) / max(1, large_written - small_written)

@@ -1,0 +1,67 @@
+import Foundation
+import PushCore
+import Testing
+@testable import PushGateway
+@testable import PushKafka
+@testable import PushWorker
+
+@Suite struct HeldEventTests {
+    static let token32 = try! DeviceToken(bytes: (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) })
+
+    @Test(arguments: [1, 2, 31, 32, 33, 64, 100])
+    func everyTokenLengthComesBackAsItWent(length: Int) throws {
+        let token = try DeviceToken(bytes: (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) })
+        let held = HeldEvent(id: "e1", endpoint: 2, token: token, timestamp: 7)
+        #expect(held.token == token && held.endpoint == 2 && held.timestamp == 7 && held.id == "e1")
+        // A long token and a long id share the overflow object.
+        let long = HeldEvent(id: String(repeating: "x", count: 128), endpoint: 1, token: token, timestamp: -1)
+        #expect(long.token == token && long.id == String(repeating: "x", count: 128))
+    }
+
+    /// Every id comes back exactly as it went in, whichever way it is kept.
+    @Test(arguments: [
+        "e", "e1", "order-1234567890", "é中文🙂ab", "0123456789abcdef",  // up to 16 bytes: inline
+        "0123456789abcdefg", "push 2026-11-26 12:00:00",  // longer: overflow
+        "123e4567-e89b-12d3-a456-426614174000", "123E4567-E89B-12D3-A456-426614174000",  // UUIDs, one case
+        "12345678-1234-1234-1234-123456789012", "ffffffff-ffff-ffff-ffff-ffffffffffff", "00000000-0000-0000-0000-000000000000",
+        "123e4567-E89B-12d3-a456-426614174000",  // mixed case: overflow
+        "123e4567e89b-12d3-a456-4266141740000", "123e4567-e89b-12d3-a456-42661417400g", "{23e4567-e89b-12d3-a456-42661417400}",
+        "123e4567-e89b-12d3-a456-4266141740\u{e9}",
+    ])
+    func everyIdComesBackAsItWent(id: String) {
+        let held = HeldEvent(id: id, endpoint: 0, token: Self.token32, timestamp: 1)
+        #expect(held.id == id)
+        #expect(held.token == Self.token32)
+    }
+
+    /// Which ids are kept inline (no heap object for the held event).
+    @Test func shortIdsAndCanonicalUUIDsAreKeptInline() {
+        func kind(_ id: String) -> CompactIDKind {
+            var words: (UInt64, UInt64) = (0, 0)
+            return CompactIDKind.pack(id, into: &words)
+        }
+        #expect(kind("e123") == CompactIDKind(rawValue: 4))
+        #expect(kind(String(repeating: "a", count: 16)) == CompactIDKind(rawValue: 16))
+        #expect(kind(String(repeating: "a", count: 17)) == .overflow)
+        #expect(kind("123e4567-e89b-12d3-a456-426614174000") == .lowercaseUUID)
+        #expect(kind("123E4567-E89B-12D3-A456-426614174000") == .uppercaseUUID)
+        #expect(kind("12345678-1234-1234-1234-123456789012") == .lowercaseUUID)
+        #expect(kind("123e4567-E89B-12d3-a456-426614174000") == .overflow)
+        #expect(kind("123e4567-e89b-12d3-a456_426614174000") == .overflow)
+        // Random UUIDs, as Foundation spells them (uppercase) and lowercased.
+        for _ in 0..<100 {
+            let uuid = UUID().uuidString
+            #expect(kind(uuid) == .uppercaseUUID)
+            #expect(HeldEvent(id: uuid, endpoint: 0, token: Self.token32, timestamp: 0).id == uuid)
+            #expect(HeldEvent(id: uuid.lowercased(), endpoint: 0, token: Self.token32, timestamp: 0).id == uuid.lowercased())
+        }
+    }
+
+    /// What each held notification costs besides its frame: its ledger record and its connection's in-flight entry,
+    /// laid out so that the small fields fill what the large ones leave (112 and 64 bytes in declaration order).
+    @Test func aHeldNotificationsRecordsStayCompact() {
+        #expect(MemoryLayout<HeldEvent>.stride <= 72)
+        #expect(MemoryLayout<InFlightLedger<HeldEvent>.Record>.stride <= 88)
+        #expect(MemoryLayout<ConnectionStateMachine<ContinuousClock.Instant>.Entry>.stride <= 56)
+    }
+}
