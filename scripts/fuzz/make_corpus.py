@@ -7,6 +7,7 @@
                      one file each and all in a row, and the row cut short
   FuzzAPNsResponse   Apple's answers (status, body) for each kind of outcome
   FuzzProviderToken  provider tokens with a signature of the right length (the parser does not verify it)
+  FuzzAPIRequest     requests to the simulator's HTTP/2 API: valid ones of several push types and refused ones
 """
 import base64
 import glob
@@ -76,5 +77,23 @@ for name, header, claims in [
 ]:
     write("FuzzProviderToken", name, b64url(header) + b"." + b64url(claims) + b"." + b64url(bytes(range(64))))
 
-for target in ("FuzzEventDecoder", "FuzzErrorResponse", "FuzzFeedback", "FuzzAPNsResponse", "FuzzProviderToken"):
+# Requests to the API: an authentication byte (even: certificate), `name:value` lines, a NUL, the body.
+token = "0123456789abcdef" * 4
+valid = [":method:POST", ":path:/3/device/" + token, ":scheme:https", "apns-topic:com.example.app",
+         "apns-push-type:alert", "apns-priority:10", "apns-expiration:0", "apns-id:123e4567-e89b-12d3-a456-426614174000"]
+requests = {
+    "valid": (valid, b'{"aps":{"alert":"hi"}}'),
+    "background": (valid[:4] + ["apns-push-type:background", "apns-priority:5", "apns-collapse-id:c1"], b'{"aps":{}}'),
+    "voip": (valid[:3] + ["apns-topic:com.example.app.voip", "apns-push-type:voip"], b'{"aps":{}}'),
+    "refused-token": ([":method:POST", ":path:/3/device/" + "ab" * 32, "apns-topic:com.example.app"], b"{}"),
+    "unregistered": ([":method:POST", ":path:/3/device/" + "cd" * 32], b"{}"),
+    "duplicate": (valid + ["apns-topic:com.example.app"], b"{}"),
+    "token-auth": (valid + ["authorization:bearer a.b.c"], b"{}"),
+}
+for name, (lines, body) in requests.items():
+    auth = b"\x01" if name == "token-auth" else b"\x00"
+    write("FuzzAPIRequest", name, auth + "\n".join(lines).encode() + b"\x00" + body)
+
+for target in ("FuzzEventDecoder", "FuzzErrorResponse", "FuzzFeedback", "FuzzAPNsResponse", "FuzzProviderToken",
+               "FuzzAPIRequest"):
     print(f"{target}: {len(os.listdir(os.path.join(out, target)))} seeds")
