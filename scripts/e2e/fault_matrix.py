@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -31,7 +32,7 @@ class Scenario:
     def __init__(self, name, faults=(), invalid_share=0, refuse_s=0, broker_restart=False, kills=0, sigterm=False,
                  preload=False, max_writes=None, join=False, protocol=None, events=None, rate=None, acceptance_ms=None,
                  payload=300, http2=False, unregistered_share=0, no_duplicates=False, expect_answer=None,
-                 invalid_pool=None, connections=2, chatty=None, reconnect=(20, 1000, 5)):
+                 invalid_pool=None, connections=2, chatty=None, reconnect=(20, 1000, 5), rollout=0):
         self.name, self.faults, self.invalid_share, self.preload = name, list(faults), invalid_share, preload
         # The app's format (`protocol` in its configuration), and overrides of the run's size and pace.
         self.protocol, self.events, self.rate, self.acceptance_ms, self.payload = (
@@ -59,6 +60,9 @@ class Scenario:
         self.chatty = chatty
         # The worker's `delivery.reconnect` (initial ms, max ms, reset after s): also the bounds of its retry delays.
         self.reconnect = reconnect
+        # A rollout: this many workers share the group from the start; midway all get SIGTERM at once, and as many
+        # new ones take over.
+        self.rollout = rollout
 
 
 SCENARIOS = [
@@ -86,6 +90,10 @@ SCENARIOS = [
     Scenario("a second worker joins midway", preload=True, join=True),
     Scenario("worker SIGKILLed twice", kills=2),
     Scenario("SIGTERM midway", sigterm=True),
+    # Members leaving together: the first to go starts a rebalance, and the others' final commits are refused for
+    # their old generation unless they commit again in the new one (issue "one owner per record": 2 of 425 records
+    # were left uncommitted, so delivered again, before). Graceful: nothing may arrive twice.
+    Scenario("rollout: 3 workers SIGTERMed together", rollout=3, no_duplicates=True),
     # The HTTP/2 API (SPEC section 9), token authentication.
     Scenario("http2: GOAWAY every 500", http2=True, faults=["--goaway-every", "500"], no_duplicates=True),
     Scenario("http2: 503 at 1%", http2=True, faults=["--rate-503", "0.01", "--seed", "7"], no_duplicates=True),
@@ -134,6 +142,7 @@ def run(scenario, binary, count, rate, timeout):
     workdir = tempfile.mkdtemp(prefix="fault-matrix-")
     broker = h.Broker(workdir)
     simulator = worker = second = errors = feedback = None
+    members = []  # a rollout's other workers
     exits, notes = [], []
     try:
         servers = broker.start()
@@ -185,6 +194,18 @@ def run(scenario, binary, count, rate, timeout):
                         if os.environ.get("FAULT_MATRIX_KAFKA_DEBUG") else None)
         config = h.worker_config(workdir, servers, http_port=http_port, instance="fault-matrix-worker", **settings)
         worker = h.Worker(binary, config, workdir, http_port)
+
+        def member(i):
+            """The rollout's i-th other worker (1, 2, ...), in its own folder, with its own instance id."""
+            member_dir = os.path.join(workdir, f"member-{i}")
+            os.makedirs(member_dir, exist_ok=True)
+            member_port = h.free_port()
+            return h.Worker(binary, h.worker_config(member_dir, servers, http_port=member_port,
+                                                    instance=f"fault-matrix-worker-{i + 1}", **settings),
+                            member_dir, member_port)
+
+        members = [member(i) for i in range(1, scenario.rollout)]
+        rolled = False
         started = time.time()
         production = threading.Thread(target=lambda: (producer.at_rate(rate, count / rate, scenario.payload), produced.set()), daemon=True)
         if not scenario.preload:
@@ -230,6 +251,18 @@ def run(scenario, binary, count, rate, timeout):
                 worker = h.Worker(binary, config, workdir, http_port)
                 terminated = True
                 notes.append(f"worker SIGTERMed at {delivered} delivered (exit {code}), started again")
+            if scenario.rollout and not rolled and delivered >= count // 2:
+                everyone = [worker] + members
+                writes += sum(w.writes() for w in everyone)
+                for w in everyone:
+                    w.process.send_signal(signal.SIGTERM)
+                codes = [w.process.wait(60) for w in everyone]
+                exits += [("SIGTERM (rollout)", code) for code in codes]
+                worker = h.Worker(binary, config, workdir, http_port)
+                members = [member(i) for i in range(1, scenario.rollout)]
+                rolled = True
+                notes.append(f"{len(everyone)} workers SIGTERMed together at {delivered} delivered (exits {codes}), "
+                             f"{len(everyone)} started")
             if produced.is_set() and len(reader.seen | errors.numbers()) >= count:
                 finished = True
                 break
@@ -240,6 +273,9 @@ def run(scenario, binary, count, rate, timeout):
         if second:
             writes += second.writes()
             exits.append(("final SIGTERM (second worker)", second.terminate()))
+        for w in members:
+            writes += w.writes()
+            exits.append(("final SIGTERM (rollout member)", w.terminate()))
         summary = simulator.stop() if simulator else {}
         simulator = None
         reader.update()
@@ -310,7 +346,7 @@ def run(scenario, binary, count, rate, timeout):
             errors.close()
         if feedback:
             feedback.close()
-        for process in (worker, second):
+        for process in [worker, second] + members:
             if process and process.process.poll() is None:
                 process.kill()
         if simulator:
