@@ -234,10 +234,11 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
                 slot: slot, reason: reason, resend: settlement.resend, lostUnaccepted: lostUnaccepted,
                 accepted: accepted, now: now)
             if let next = action.next { schedule(next, in: &s) }
+            // Under the lock: whoever reads the status (refused credentials, say) then sees the pool down too.
+            if action.down { down.store(true, ordering: .relaxed) }
             return (action, s.machine.window.limit, takeStopWaiter(&s))
         }
         readyGauge.record(action.readyConnections)
-        if action.down { down.store(true, ordering: .relaxed) }
         windowGauge.record(window)
         if case .failedBeforeReady(let why) = reason {
             logger.warning("gateway connection failed", metadata: [
