@@ -41,6 +41,8 @@ let package = Package(
         ),
         // SHA-1 block compression with the x86 SHA extensions, for PushCore's derived apns-ids. No I/O.
         .target(name: "CPushSHA"),
+        // Collections of our own for the long queues of held notifications (chunked: no doubling, memory given back).
+        .target(name: "PushCollections", swiftSettings: strict),
         // librdkafka (Debian: librdkafka-dev), with the mock cluster header.
         .systemLibrary(
             name: "Crdkafka",
@@ -52,6 +54,7 @@ let package = Package(
             name: "PushKafka",
             dependencies: [
                 "Crdkafka",
+                "PushCollections",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -79,6 +82,7 @@ let package = Package(
             name: "PushGateway",
             dependencies: [
                 "PushCore",
+                "PushCollections",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
@@ -172,6 +176,11 @@ let package = Package(
         .testTarget(
             name: "PushKafkaTests",
             dependencies: ["PushKafka", "PushTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "PushCollectionsTests",
+            dependencies: ["PushCollections"],
             swiftSettings: strict
         ),
         // A helper process for the Kafka integration tests: the mock cluster as a broker process, or a group member

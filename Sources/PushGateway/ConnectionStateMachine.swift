@@ -1,4 +1,4 @@
-import DequeModule
+import PushCollections
 import PushCore
 
 /// The life of the notifications on one gateway connection (SPEC section 4), with no I/O and no clock of its own:
@@ -41,7 +41,7 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
 
     let acceptanceWindow: Duration
     let maxAttempts: Int
-    private(set) var inFlight = Deque<Entry>()
+    private(set) var inFlight = ChunkedQueue<Entry>()
     /// Notifications accepted on this connection so far.
     private(set) var acceptedCount = 0
     private var nextIdentifier: UInt32 = 1

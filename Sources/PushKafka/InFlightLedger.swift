@@ -1,4 +1,4 @@
-import DequeModule
+import PushCollections
 
 /// A held record's reference, carried by its delivery and by its output events: which partition ledger holds it,
 /// in which epoch of that partition, and its place there. Sixteen bytes; no string, no lookup by name.
@@ -67,7 +67,7 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
     struct Partition: Sendable {
         @usableFromInline let topicPartition: TopicPartition
         @usableFromInline var epoch: UInt32 = 0
-        @usableFromInline var records = Deque<Record>()
+        @usableFromInline var records = ChunkedQueue<Record>()
         /// The sequence of `records.first`.
         @usableFromInline var headSequence: UInt64 = 0
         @usableFromInline var lastOffset: Int64?

@@ -1,0 +1,160 @@
+/// A first-in first-out queue kept in fixed-size chunks: appended at the back, removed from the front, read and
+/// changed anywhere by position.
+///
+/// For the worker's long queues of held notifications (the in-flight ledger's records, a connection's in-flight
+/// list), where a `Deque` has two costs that grow with the backlog: it doubles its buffer when full (copying every
+/// element while its owner holds a lock, and keeping up to half of it unused), and it never gives memory back after
+/// a burst. Here a full chunk is followed by a new one, and a chunk is freed as soon as its last element leaves the
+/// front: at most one chunk at each end is partly unused, and nothing is ever copied but on copy-on-write.
+///
+/// Invariants: every chunk but the first starts at slot 0; every chunk but the last is full. A position therefore
+/// maps to a chunk and a slot with one comparison, a shift and a mask.
+public struct ChunkedQueue<Element> {
+    /// Elements per chunk (a power of two).
+    public static var chunkCapacity: Int { 256 }
+    @usableFromInline static var shift: Int { 8 }
+
+    @usableFromInline
+    final class Chunk {
+        @usableFromInline let slots: UnsafeMutablePointer<Element>
+        /// The initialized slots are `start..<end`.
+        @usableFromInline var start = 0
+        @usableFromInline var end = 0
+
+        @usableFromInline
+        init() {
+            slots = .allocate(capacity: ChunkedQueue.chunkCapacity)
+        }
+
+        @usableFromInline
+        func copy() -> Chunk {
+            let other = Chunk()
+            other.start = start
+            other.end = end
+            (other.slots + start).initialize(from: slots + start, count: end - start)
+            return other
+        }
+
+        deinit {
+            (slots + start).deinitialize(count: end - start)
+            slots.deallocate()
+        }
+    }
+
+    @usableFromInline var chunks: [Chunk] = []
+    @usableFromInline var _count = 0
+
+    @inlinable
+    public init() {}
+
+    /// The chunk of position `i` and the slot in it.
+    @inlinable
+    func locate(_ i: Int) -> (chunk: Int, slot: Int) {
+        let first = chunks[0]
+        let inFirst = first.end - first.start
+        if i < inFirst { return (0, first.start + i) }
+        let j = i - inFirst
+        return (1 + j >> Self.shift, j & (Self.chunkCapacity - 1))
+    }
+
+    /// Makes chunk `k` this queue's own before it changes (copy-on-write).
+    @inlinable
+    mutating func makeUnique(_ k: Int) {
+        if !isKnownUniquelyReferenced(&chunks[k]) { chunks[k] = chunks[k].copy() }
+    }
+
+    @inlinable
+    public mutating func append(_ element: Element) {
+        if chunks.isEmpty || chunks[chunks.count - 1].end == Self.chunkCapacity {
+            chunks.append(Chunk())
+        } else {
+            makeUnique(chunks.count - 1)
+        }
+        let last = chunks[chunks.count - 1]
+        (last.slots + last.end).initialize(to: element)
+        last.end += 1
+        _count += 1
+    }
+
+    @inlinable
+    public mutating func append<S: Sequence<Element>>(contentsOf elements: S) {
+        for element in elements { append(element) }
+    }
+
+    /// Removes and returns the first element; the queue must not be empty.
+    @inlinable
+    @discardableResult
+    public mutating func removeFirst() -> Element {
+        precondition(_count > 0, "removeFirst on an empty queue")
+        makeUnique(0)
+        let first = chunks[0]
+        let element = (first.slots + first.start).move()
+        first.start += 1
+        _count -= 1
+        if first.start == first.end {
+            if chunks.count == 1 {
+                // The only chunk: start it over instead of freeing it (a queue that empties and fills again
+                // keeps one chunk).
+                first.start = 0
+                first.end = 0
+            } else {
+                chunks.removeFirst()
+            }
+        }
+        return element
+    }
+
+    /// Removes the first `n` elements.
+    @inlinable
+    public mutating func removeFirst(_ n: Int) {
+        precondition(n >= 0 && n <= _count, "removeFirst(\(n)) on a queue of \(_count)")
+        for _ in 0..<n { removeFirst() }
+    }
+
+    @inlinable
+    public mutating func removeAll() {
+        chunks = []
+        _count = 0
+    }
+}
+
+extension ChunkedQueue: RandomAccessCollection, MutableCollection {
+    public typealias Index = Int
+    public typealias Indices = Range<Int>
+
+    @inlinable public var startIndex: Int { 0 }
+    @inlinable public var endIndex: Int { _count }
+    @inlinable public var count: Int { _count }
+    @inlinable public var isEmpty: Bool { _count == 0 }
+    @inlinable public var indices: Range<Int> { 0..<_count }
+    @inlinable public func index(after i: Int) -> Int { i + 1 }
+    @inlinable public func index(before i: Int) -> Int { i - 1 }
+
+    @inlinable
+    public subscript(position: Int) -> Element {
+        get {
+            precondition(position >= 0 && position < _count, "index \(position) out of 0..<\(_count)")
+            let (k, slot) = locate(position)
+            return chunks[k].slots[slot]
+        }
+        _modify {
+            precondition(position >= 0 && position < _count, "index \(position) out of 0..<\(_count)")
+            let (k, slot) = locate(position)
+            makeUnique(k)
+            yield &chunks[k].slots[slot]
+        }
+    }
+
+    @inlinable
+    public var first: Element? { _count == 0 ? nil : self[0] }
+}
+
+extension ChunkedQueue: ExpressibleByArrayLiteral {
+    @inlinable
+    public init(arrayLiteral elements: Element...) {
+        self.init()
+        append(contentsOf: elements)
+    }
+}
+
+extension ChunkedQueue: @unchecked Sendable where Element: Sendable {}

@@ -1,0 +1,126 @@
+import PushCollections
+import Synchronization
+import Testing
+
+/// An element that counts how many of its kind are alive: the queue must release what leaves it, at once.
+final class Tracked: Sendable {
+    static let alive = Atomic<Int>(0)
+    let value: Int
+
+    init(_ value: Int) {
+        self.value = value
+        Self.alive.add(1, ordering: .relaxed)
+    }
+
+    deinit { Self.alive.subtract(1, ordering: .relaxed) }
+}
+
+@Suite(.serialized) struct ChunkedQueueTests {
+    /// A deterministic generator (SplitMix64), so that a failure repeats.
+    struct Random: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    /// Random appends, removals from the front, changes in place and copies, against an array doing the same.
+    @Test(arguments: [1, 2, 3])
+    func behavesLikeAnArrayUsedAsAQueue(seed: UInt64) {
+        var random = Random(state: seed)
+        var queue = ChunkedQueue<Int>()
+        var model: [Int] = []
+        var copies: [(ChunkedQueue<Int>, [Int])] = []
+        var next = 0
+        for _ in 0..<6_000 {
+            switch random.next() % 100 {
+            case 0..<50:
+                // Runs of appends, so that the queue spans many chunks.
+                for _ in 0..<Int(random.next() % 600) {
+                    queue.append(next)
+                    model.append(next)
+                    next += 1
+                }
+            case 50..<80:
+                let n = min(model.count, Int(random.next() % 700))
+                if random.next() % 2 == 0 {
+                    queue.removeFirst(n)
+                } else {
+                    for _ in 0..<n { #expect(queue.removeFirst() == model[0]); model.removeFirst() }
+                    continue
+                }
+                model.removeFirst(n)
+            case 80..<95 where !model.isEmpty:
+                let i = Int(random.next() % UInt64(model.count))
+                queue[i] += 1_000_000
+                model[i] += 1_000_000
+            case 95..<98:
+                copies.append((queue, model))
+            case 98:
+                queue.removeAll()
+                model.removeAll()
+            default:
+                break
+            }
+            #expect(queue.count == model.count)
+        }
+        #expect(Array(queue) == model)
+        #expect(queue.first == model.first)
+        // Copies kept their contents while the original changed (copy-on-write), and change alone.
+        for (var copy, expected) in copies {
+            #expect(Array(copy) == expected)
+            copy.append(-1)
+            if !copy.isEmpty { copy[0] = -2 }
+            #expect(copy.count == expected.count + 1)
+        }
+        #expect(Array(queue) == model)
+    }
+
+    @Test func positionsAcrossChunkBoundaries() {
+        var queue = ChunkedQueue<Int>()
+        let capacity = ChunkedQueue<Int>.chunkCapacity
+        for i in 0..<(3 * capacity + 5) { queue.append(i) }
+        // The first chunk part-way consumed: positions shift across every boundary.
+        queue.removeFirst(capacity / 2 + 3)
+        let offset = capacity / 2 + 3
+        for i in [0, capacity / 2 - 4, capacity / 2 - 3, capacity / 2 - 2, capacity, 2 * capacity, queue.count - 1] {
+            #expect(queue[i] == i + offset)
+        }
+        #expect(Array(queue[3..<7]) == [3, 4, 5, 6].map { $0 + offset })
+        #expect(queue.firstIndex(of: 2 * capacity) == 2 * capacity - offset)
+        #expect(queue.reduce(0, +) == (offset..<(3 * capacity + 5)).reduce(0, +))
+    }
+
+    /// What leaves the queue is released at once; emptying it releases everything; a copy keeps its own alive.
+    @Test func releasesWhatLeaves() {
+        let before = Tracked.alive.load(ordering: .relaxed)
+        do {
+            var queue = ChunkedQueue<Tracked>()
+            for i in 0..<1_000 { queue.append(Tracked(i)) }
+            #expect(Tracked.alive.load(ordering: .relaxed) == before + 1_000)
+            queue.removeFirst(300)
+            #expect(Tracked.alive.load(ordering: .relaxed) == before + 700)
+            queue[10] = Tracked(-1)  // replaces one: the old one goes
+            #expect(Tracked.alive.load(ordering: .relaxed) == before + 700)
+            let copy = queue
+            queue.removeAll()
+            #expect(Tracked.alive.load(ordering: .relaxed) == before + 700)  // the copy holds them
+            #expect(copy.count == 700 && copy[10].value == -1 && copy[0].value == 300)
+            _ = copy
+        }
+        #expect(Tracked.alive.load(ordering: .relaxed) == before)
+        do {
+            var queue = ChunkedQueue<Tracked>()
+            for i in 0..<600 { queue.append(Tracked(i)) }
+            while !queue.isEmpty { _ = queue.removeFirst() }
+            #expect(Tracked.alive.load(ordering: .relaxed) == before)
+            queue.append(Tracked(1))  // the emptied queue fills again
+            #expect(queue.count == 1 && queue[0].value == 1)
+        }
+        #expect(Tracked.alive.load(ordering: .relaxed) == before)
+    }
+}
