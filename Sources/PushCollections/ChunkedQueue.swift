@@ -1,5 +1,5 @@
-/// A first-in first-out queue kept in fixed-size chunks: appended at the back, removed from the front, read and
-/// changed anywhere by position.
+/// A first-in first-out queue kept in fixed-size chunks: appended at the back, removed from the front (where
+/// resends may also be put back), read and changed anywhere by position.
 ///
 /// For the worker's long queues of held notifications (the in-flight ledger's records, a connection's in-flight
 /// list), where a `Deque` has two costs that grow with the backlog: it doubles its buffer when full (copying every
@@ -7,8 +7,9 @@
 /// a burst. Here a full chunk is followed by a new one, and a chunk is freed as soon as its last element leaves the
 /// front: at most one chunk at each end is partly unused, and nothing is ever copied but on copy-on-write.
 ///
-/// Invariants: every chunk but the first starts at slot 0; every chunk but the last is full. A position therefore
-/// maps to a chunk and a slot with one comparison, a shift and a mask.
+/// Invariants: every chunk but the first starts at slot 0; every chunk but the last ends at its last slot (a first
+/// chunk made by `prepend` fills from its end). A position therefore maps to a chunk and a slot with one comparison,
+/// a shift and a mask.
 public struct ChunkedQueue<Element> {
     /// Elements per chunk (a power of two).
     public static var chunkCapacity: Int { 256 }
@@ -81,6 +82,31 @@ public struct ChunkedQueue<Element> {
         for element in elements { append(element) }
     }
 
+    /// Puts `element` before the first element.
+    @inlinable
+    public mutating func prepend(_ element: Element) {
+        if _count == 0 { chunks.removeAll(keepingCapacity: true) }
+        if chunks.isEmpty || chunks[0].start == 0 {
+            // A new first chunk, filled from its end, so that every chunk but the last stays full.
+            let chunk = Chunk()
+            chunk.start = Self.chunkCapacity
+            chunk.end = Self.chunkCapacity
+            chunks.insert(chunk, at: 0)
+        } else {
+            makeUnique(0)
+        }
+        let first = chunks[0]
+        first.start -= 1
+        (first.slots + first.start).initialize(to: element)
+        _count += 1
+    }
+
+    /// Puts `elements` before the first element, in their order.
+    @inlinable
+    public mutating func prepend<C: BidirectionalCollection<Element>>(contentsOf elements: C) {
+        for element in elements.reversed() { prepend(element) }
+    }
+
     /// Removes and returns the first element; the queue must not be empty.
     @inlinable
     @discardableResult
@@ -104,11 +130,29 @@ public struct ChunkedQueue<Element> {
         return element
     }
 
-    /// Removes the first `n` elements.
+    /// Removes the first `n` elements, a chunk's worth at a time.
     @inlinable
     public mutating func removeFirst(_ n: Int) {
         precondition(n >= 0 && n <= _count, "removeFirst(\(n)) on a queue of \(_count)")
-        for _ in 0..<n { removeFirst() }
+        var left = n
+        while left > 0 {
+            makeUnique(0)
+            let first = chunks[0]
+            let k = Swift.min(left, first.end - first.start)
+            assert(k > 0, "an empty first chunk in a queue of \(_count)")
+            (first.slots + first.start).deinitialize(count: k)
+            first.start += k
+            _count -= k
+            left -= k
+            if first.start == first.end {
+                if chunks.count == 1 {
+                    first.start = 0
+                    first.end = 0
+                } else {
+                    chunks.removeFirst()
+                }
+            }
+        }
     }
 
     @inlinable

@@ -1,4 +1,5 @@
 import DequeModule
+import PushCollections
 import PushCore
 
 /// The connections to one gateway for one (app, environment), with no I/O, no clock and no lock of its own: the
@@ -83,7 +84,7 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
 
     static var logLimit: Int { 10_000 }
 
-    private(set) var pending = Deque<Delivery>()
+    private(set) var pending = ChunkedQueue<Delivery>()
     private(set) var slots: [Slot]
     /// Slots whose connection found the queue empty and waits to be told of new work.
     private var waiting: Set<Int> = []
@@ -149,7 +150,7 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
     /// Puts deliveries to send again in front of the queue, in their order; returns the connections to wake.
     mutating func requeue(_ deliveries: [Delivery]) -> [Connection] {
         guard !deliveries.isEmpty else { return [] }
-        pending.insert(contentsOf: deliveries, at: 0)
+        pending.prepend(contentsOf: deliveries)
         return takeWaiting()
     }
 

@@ -58,8 +58,17 @@ final class Tracked: Sendable {
                 let i = Int(random.next() % UInt64(model.count))
                 queue[i] += 1_000_000
                 model[i] += 1_000_000
-            case 95..<98:
+            case 95..<97:
                 copies.append((queue, model))
+            case 97:
+                // Put back at the front (resends), one at a time or as a run.
+                let run = (0..<Int(random.next() % 400)).map { _ in -Int(random.next() % 1_000) - 1 }
+                if random.next() % 2 == 0 {
+                    queue.prepend(contentsOf: run)
+                } else {
+                    for element in run.reversed() { queue.prepend(element) }
+                }
+                model.insert(contentsOf: run, at: 0)
             case 98:
                 queue.removeAll()
                 model.removeAll()
@@ -78,6 +87,21 @@ final class Tracked: Sendable {
             #expect(copy.count == expected.count + 1)
         }
         #expect(Array(queue) == model)
+    }
+
+    @Test func prependingKeepsOrderAcrossNewFirstChunks() {
+        var queue = ChunkedQueue<Int>()
+        let capacity = ChunkedQueue<Int>.chunkCapacity
+        queue.prepend(contentsOf: Array(0..<3))  // into an empty queue
+        queue.append(contentsOf: 3..<(capacity + 10))
+        queue.removeFirst(5)
+        queue.prepend(contentsOf: Array(-(2 * capacity)..<5))  // fills the first chunk's front, then new chunks
+        #expect(Array(queue) == Array(-(2 * capacity)..<(capacity + 10)))
+        #expect(queue[capacity] == capacity - 2 * capacity)
+        while !queue.isEmpty { queue.removeFirst() }
+        queue.prepend(7)
+        queue.append(8)
+        #expect(Array(queue) == [7, 8])
     }
 
     @Test func positionsAcrossChunkBoundaries() {

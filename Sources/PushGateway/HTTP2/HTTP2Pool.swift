@@ -1,9 +1,9 @@
-import DequeModule
 import Foundation
 import Logging
 import Metrics
 import NIOCore
 import NIOSSL
+import PushCollections
 import PushCore
 import Synchronization
 
@@ -34,7 +34,7 @@ final class HTTP2Pool: Sendable {
     }
 
     private struct State {
-        var queue = Deque<HTTP2Delivery>()
+        var queue = ChunkedQueue<HTTP2Delivery>()
         var slots: [Slot]
         var backoff: Backoff<ContinuousClock.Instant>
         var limiter: ConnectRateLimiter<ContinuousClock.Instant>
@@ -178,7 +178,7 @@ final class HTTP2Pool: Sendable {
         if !rest.isEmpty {
             state.withLock { s in
                 s.written -= rest.count
-                s.queue.insert(contentsOf: rest, at: 0)
+                s.queue.prepend(contentsOf: rest)
             }
         }
     }
@@ -366,7 +366,7 @@ final class HTTP2Pool: Sendable {
         }
         if !outcomes.isEmpty { onOutcomes(outcomes) }
         if !now.isEmpty {
-            state.withLock { $0.queue.insert(contentsOf: now, at: 0) }
+            state.withLock { $0.queue.prepend(contentsOf: now) }
             pumpAll()
         }
         guard !later.isEmpty else { return }
@@ -375,7 +375,7 @@ final class HTTP2Pool: Sendable {
             group.next().scheduleTask(in: .nanoseconds(delay.nanoseconds)) { [self] in
                 let stopped = state.withLock { s in
                     s.delayed -= 1
-                    if !s.stopped { s.queue.insert(delivery, at: 0) }
+                    if !s.stopped { s.queue.prepend(delivery) }
                     return s.stopped
                 }
                 if !stopped { pumpAll() }
