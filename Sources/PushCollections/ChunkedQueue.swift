@@ -117,17 +117,22 @@ public struct ChunkedQueue<Element> {
         let element = (first.slots + first.start).move()
         first.start += 1
         _count -= 1
-        if first.start == first.end {
-            if chunks.count == 1 {
-                // The only chunk: start it over instead of freeing it (a queue that empties and fills again
-                // keeps one chunk).
-                first.start = 0
-                first.end = 0
-            } else {
-                chunks.removeFirst()
-            }
-        }
+        dropFirstChunkIfDrained()
         return element
+    }
+
+    /// Frees the first chunk once its last element has left; the only chunk starts over instead (a queue that
+    /// empties and fills again keeps one chunk).
+    @inlinable
+    mutating func dropFirstChunkIfDrained() {
+        let first = chunks[0]
+        guard first.start == first.end else { return }
+        if chunks.count == 1 {
+            first.start = 0
+            first.end = 0
+        } else {
+            chunks.removeFirst()
+        }
     }
 
     /// Removes the first `n` elements, a chunk's worth at a time.
@@ -144,14 +149,7 @@ public struct ChunkedQueue<Element> {
             first.start += k
             _count -= k
             left -= k
-            if first.start == first.end {
-                if chunks.count == 1 {
-                    first.start = 0
-                    first.end = 0
-                } else {
-                    chunks.removeFirst()
-                }
-            }
+            dropFirstChunkIfDrained()
         }
     }
 
