@@ -186,9 +186,6 @@ extension ChunkedQueue: RandomAccessCollection, MutableCollection {
             yield &chunks[k].slots[slot]
         }
     }
-
-    @inlinable
-    public var first: Element? { _count == 0 ? nil : self[0] }
 }
 
 extension ChunkedQueue: ExpressibleByArrayLiteral {

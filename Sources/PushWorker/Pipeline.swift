@@ -113,38 +113,19 @@ struct CompactIDKind: Equatable, Sendable {
 
     /// Packs `id` into `words` if it fits; the kind says how.
     static func pack(_ id: String, into words: inout (UInt64, UInt64)) -> CompactIDKind {
-        var id = id
-        id.makeContiguousUTF8()  // a no-op for the decoder's (native) strings
-        return id.utf8.withContiguousStorageIfAvailable { pack($0, into: &words) } ?? .overflow
-    }
-
-    private static func pack(_ text: UnsafeBufferPointer<UInt8>, into words: inout (UInt64, UInt64)) -> CompactIDKind {
-        if text.count <= 16 {
-            withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: UnsafeRawBufferPointer(text)) }
-            return CompactIDKind(rawValue: UInt8(text.count))
-        }
-        guard text.count == 36 else { return .overflow }
-        var high: UInt64 = 0
-        var low: UInt64 = 0
-        var letters: UInt8 = 0  // 0x20 bits seen on hex letters: 0x20 lowercase, 0 uppercase
-        var sawLetter = false
-        var digits = 0
-        for (i, c) in text.enumerated() {
-            if i == 8 || i == 13 || i == 18 || i == 23 {
-                guard c == UInt8(ascii: "-") else { return .overflow }
-                continue
+        id.withBorrowedUTF8 { text in
+            if text.count <= 16 {
+                withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: text) }
+                return CompactIDKind(rawValue: UInt8(text.count))
             }
-            guard let nibble = DeviceToken.nibble(c) else { return .overflow }
-            if c >= UInt8(ascii: "A") {
-                if sawLetter, c & 0x20 != letters { return .overflow }
-                letters = c & 0x20
-                sawLetter = true
-            }
-            if digits < 16 { high = high << 4 | UInt64(nibble) } else { low = low << 4 | UInt64(nibble) }
-            digits += 1
+            // A UUID in one case: its 16 bytes and the case give the text back exactly.
+            guard let uuid = APNsID(utf8: text) else { return .overflow }
+            let lower = text.contains { $0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "f") }
+            let upper = text.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "F") }
+            guard !(lower && upper) else { return .overflow }
+            words = (uuid.high, uuid.low)
+            return upper ? .uppercaseUUID : .lowercaseUUID
         }
-        words = (high, low)
-        return sawLetter && letters == 0 ? .uppercaseUUID : .lowercaseUUID
     }
 
     /// The id `words` keep (not for `.overflow`).
@@ -153,15 +134,8 @@ struct CompactIDKind: Equatable, Sendable {
             var copy = words
             return withUnsafeBytes(of: &copy) { String(decoding: $0.prefix(Int(rawValue)), as: UTF8.self) }
         }
-        let alphabet = Array((self == .uppercaseUUID ? "0123456789ABCDEF" : "0123456789abcdef").utf8)
-        var text: [UInt8] = []
-        text.reserveCapacity(36)
-        for i in 0..<32 {
-            if i == 8 || i == 12 || i == 16 || i == 20 { text.append(UInt8(ascii: "-")) }
-            let word = i < 16 ? words.0 : words.1
-            text.append(alphabet[Int(word >> UInt64(60 - 4 * (i % 16)) & 0xF)])
-        }
-        return String(decoding: text, as: UTF8.self)
+        let text = APNsID(high: words.0, low: words.1).description  // lowercase
+        return self == .uppercaseUUID ? text.uppercased() : text
     }
 }
 

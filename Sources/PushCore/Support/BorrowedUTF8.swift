@@ -2,7 +2,7 @@ extension StringProtocol {
     /// Calls `body` with the text's UTF-8 bytes in place, without copying the text (what `String.withUTF8` needs a
     /// `var` for, and so a retained copy); text without contiguous UTF-8 storage is copied first.
     @inline(__always)
-    func withBorrowedUTF8<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    public func withBorrowedUTF8<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         if let result = try utf8.withContiguousStorageIfAvailable({ try body(UnsafeRawBufferPointer($0)) }) {
             return result
         }
