@@ -56,6 +56,27 @@ struct UnconfirmedOffsetsTests {
         #expect(Self.pairs(offsets.finalCommit(assignment: [Self.p0], groupCommitted: [Self.p1: 199, Self.p2: -1001])) == ["t[0]@100", "t[1]@200", "t[2]@300"])
         // Unknown: committed.
         #expect(Self.pairs(offsets.finalCommit(assignment: [], groupCommitted: [:])) == ["t[0]@100", "t[1]@200", "t[2]@300"])
-        #expect(offsets.kept(assignment: [Self.p0, Self.p1, Self.p2]).isEmpty)
+        // Assigned to this member again: still asked about until a newer offset is stored.
+        #expect(offsets.kept(assignment: [Self.p0, Self.p1, Self.p2]) == [Self.p1, Self.p2])
+    }
+
+    /// A partition lost in a failed revoke and given back to this member before it stops: another member may have
+    /// owned it in between and committed further, so its kept offset is checked against the group like any kept
+    /// one, until this member stores a newer offset for it (settled in the current assignment: committed as is).
+    @Test func aKeptOffsetOfAPartitionAssignedAgainIsCheckedUntilANewOneIsStored() {
+        var offsets = UnconfirmedOffsets()
+        offsets.stored([(Self.p0, 100), (Self.p1, 200)])
+        offsets.revokeCommitted([Self.p0, Self.p1], committed: false, stopping: true)
+        // Both assigned again; the group has 150 for p0 (the member between went further), 150 for p1.
+        #expect(offsets.kept(assignment: [Self.p0, Self.p1]) == [Self.p0, Self.p1])
+        #expect(Self.pairs(offsets.finalCommit(assignment: [Self.p0, Self.p1], groupCommitted: [Self.p0: 150, Self.p1: 150])) == ["t[1]@200"])
+        // p0 settles further in the new assignment: its offset is this member's own again.
+        offsets.stored([(Self.p0, 170)])
+        #expect(offsets.kept(assignment: [Self.p0, Self.p1]) == [Self.p1])
+        #expect(Self.pairs(offsets.finalCommit(assignment: [Self.p0, Self.p1], groupCommitted: [Self.p1: 150])) == ["t[0]@170", "t[1]@200"])
+        // A revoke that commits forgets it, kept or not.
+        offsets.revokeCommitted([Self.p1], committed: true, stopping: true)
+        #expect(offsets.kept(assignment: [Self.p0]).isEmpty)
+        #expect(offsets.keptFromRevoke.isEmpty)
     }
 }
