@@ -37,6 +37,8 @@ struct H2Response: Sendable {
     var status: Int?
     var headers: [String: String] = [:]
     var body: [UInt8] = []
+    /// The server reset the stream instead of answering.
+    var reset: HTTP2ErrorCode?
     var reason: String? { APNsResponse(status: status ?? 0, body: body).reason }
 }
 
@@ -56,6 +58,9 @@ final class ResponseCollector: ChannelInboundHandler {
         case .data(let d):
             if case .byteBuffer(let b) = d.data { response.body += b.readableBytesView }
             if d.endStream { promise.succeed(response) }
+        case .rstStream(let code):
+            response.reset = code
+            promise.succeed(response)
         default:
             break
         }
@@ -76,7 +81,9 @@ struct H2TestClient: Sendable {
     let multiplexer: NIOHTTP2Handler.StreamMultiplexer
     let frames: ConnectionFrames
 
-    static func connect(port: Int, certificate: String?) async throws -> H2TestClient {
+    /// `validatingHeaders: false` lets the client send header blocks that break RFC 9113's rules (the server's
+    /// strictness is what is tested then).
+    static func connect(port: Int, certificate: String?, validatingHeaders: Bool = true) async throws -> H2TestClient {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.trustRoots = .file(TestPKI.path("ca.pem"))
         tls.applicationProtocols = ["h2"]
@@ -86,12 +93,14 @@ struct H2TestClient: Sendable {
         }
         let context = try NIOSSLContext(configuration: tls)
         let frames = ConnectionFrames()
+        var connection = NIOHTTP2Handler.ConnectionConfiguration()
+        if !validatingHeaders { connection.headerBlockValidation = .disabled }
         let (channel, multiplexer) = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connect(host: "127.0.0.1", port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: context, serverHostname: "localhost"))
                     let multiplexer = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
-                        mode: .client, connectionConfiguration: .init(), streamConfiguration: .init()
+                        mode: .client, connectionConfiguration: connection, streamConfiguration: .init()
                     ) { $0.eventLoop.makeSucceededVoidFuture() }
                     try channel.pipeline.syncOperations.addHandler(frames)
                     return (channel, multiplexer)
@@ -101,6 +110,11 @@ struct H2TestClient: Sendable {
     }
 
     func send(_ headers: [(String, String)], body: String = #"{"aps":{"alert":"hi"}}"#) async throws -> H2Response {
+        try await send(exactly: [(":method", "POST"), (":scheme", "https"), (":authority", "localhost")] + headers, body: body)
+    }
+
+    /// Sends `headers` as the whole header block, in this order.
+    func send(exactly headers: [(String, String)], body: String = #"{"aps":{"alert":"hi"}}"#) async throws -> H2Response {
         let promise = channel.eventLoop.makePromise(of: H2Response.self)
         let stream: any Channel
         do {
@@ -111,8 +125,7 @@ struct H2TestClient: Sendable {
             promise.fail(error)  // the connection is gone: no stream, no answer
             throw error
         }
-        var fields = HPACKHeaders([(":method", "POST"), (":scheme", "https"), (":authority", "localhost")])
-        fields.add(contentsOf: headers)
+        let fields = HPACKHeaders(headers)
         let bodyBytes = ByteBuffer(string: body)
         stream.write(HTTP2Frame.FramePayload.headers(.init(headers: fields, endStream: body.isEmpty)), promise: nil)
         if !body.isEmpty {
@@ -264,6 +277,68 @@ private func providerToken(issuedAt: Int64, key: String = "AuthKey_KEY1234567.p8
             await client.close()
             #expect(simulator.summary.apiGoaways == 1)
             #expect(simulator.recordedRequests.count == 3)
+        }
+    }
+
+    /// A request whose header block breaks RFC 9113's rules (section 8.2: field names, connection-specific fields,
+    /// field values; section 8.3: pseudo-header fields) is malformed: the stream is reset with PROTOCOL_ERROR, no
+    /// answer, and the connection serves the next request. Each block here is otherwise a good request.
+    static let malformedBlocks: [(String, [(String, String)])] = {
+        let path = (":path", "/3/device/\(token)")
+        let pseudo = [(":method", "POST"), (":scheme", "https"), (":authority", "localhost"), path]
+        let regular = [("apns-topic", "com.example.app"), ("apns-push-type", "alert")]
+        return [
+            ("an uppercase field name", pseudo + regular + [("Apns-Collapse-Id", "x")]),
+            ("a field name with a space", pseudo + regular + [("apns collapse-id", "x")]),
+            ("connection", pseudo + regular + [("connection", "keep-alive")]),
+            ("keep-alive", pseudo + regular + [("keep-alive", "timeout=5")]),
+            ("proxy-connection", pseudo + regular + [("proxy-connection", "keep-alive")]),
+            ("transfer-encoding", pseudo + regular + [("transfer-encoding", "chunked")]),
+            ("upgrade", pseudo + regular + [("upgrade", "h2c")]),
+            ("te other than trailers", pseudo + regular + [("te", "gzip")]),
+            ("a line feed in a field value", pseudo + regular + [("apns-collapse-id", "a\nb")]),
+            ("a carriage return in a field value", pseudo + regular + [("apns-collapse-id", "a\rb")]),
+            ("a NUL in a field value", pseudo + regular + [("apns-collapse-id", "a\u{0}b")]),
+            ("a pseudo-header after a regular field", Array(pseudo.dropLast()) + regular + [path]),
+            ("an unknown pseudo-header", pseudo + [(":priority", "10")] + regular),
+            ("a response pseudo-header", pseudo + [(":status", "200")] + regular),
+            ("the extended CONNECT pseudo-header", pseudo + [(":protocol", "websocket")] + regular),
+            (":path twice", pseudo + [path] + regular),
+            (":method twice", pseudo + [(":method", "POST")] + regular),
+            ("no :scheme", pseudo.filter { $0.0 != ":scheme" } + regular),
+            ("no :method", pseudo.filter { $0.0 != ":method" } + regular),
+            ("no :path", pseudo.filter { $0.0 != ":path" } + regular),
+            ("an empty :path", pseudo.filter { $0.0 != ":path" } + [(":path", "")] + regular),
+            ("a space in :path", pseudo.filter { $0.0 != ":path" } + [(":path", "/3/device/ \(token)")] + regular),
+            ("a control character in :authority", pseudo.filter { $0.0 != ":authority" } + [(":authority", "local\u{7F}host")] + regular),
+        ]
+    }()
+
+    /// Each block on a connection of its own: the client's HPACK encoder matches names without regard to case, so it
+    /// may send a name as an indexed entry spelled differently, and what reaches the server would depend on what the
+    /// connection sent before.
+    @Test func aMalformedHeaderBlockResetsItsStreamAndTheConnectionGoesOn() async throws {
+        let good = [(":method", "POST"), (":scheme", "https"), (":authority", "localhost"), (":path", "/3/device/\(token)"),
+                    ("apns-topic", "com.example.app"), ("apns-push-type", "alert")]
+        try await withSimulator(apiConfiguration()) { simulator, addresses in
+            for (name, block) in Self.malformedBlocks {
+                let client = try await H2TestClient.connect(
+                    port: try #require(addresses.apiPort), certificate: "app", validatingHeaders: false)
+                let answer = try await client.send(exactly: block)
+                #expect(answer.status == nil && answer.reset == .protocolError, "\(name)")
+                let next = try await client.send(exactly: good)
+                #expect(next.status == 200, "after \(name)")
+                await client.close()
+            }
+            let client = try await H2TestClient.connect(
+                port: try #require(addresses.apiPort), certificate: "app", validatingHeaders: false)
+            // What the rules allow: te: trailers, spaces and obs-text inside a regular value, no :authority.
+            let allowed = try await client.send(exactly: good + [("te", "trailers"), ("apns-collapse-id", "a b\u{E9}")])
+            #expect(allowed.status == 200)
+            let withoutAuthority = try await client.send(exactly: good.filter { $0.0 != ":authority" })
+            #expect(withoutAuthority.status == 200)
+            await client.close()
+            #expect(simulator.summary.apiAnswers == ["200": Self.malformedBlocks.count + 2])
         }
     }
 }
