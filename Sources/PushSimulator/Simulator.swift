@@ -239,6 +239,8 @@ public final class GatewaySimulator: Service, Sendable {
                 number: context.state.openAPIConnection(), authentication: authentication, context: context)
             var settings = NIOHTTP2Handler.ConnectionConfiguration()
             settings.targetWindowSize = APIConnection.connectionWindow
+            // Checked by `APIConnection` on the field bytes (`HeaderBlockRules`), at a fraction of the cost.
+            settings.headerBlockValidation = .disabled
             settings.initialSettings = [
                 HTTP2Setting(parameter: .maxConcurrentStreams, value: connection.initialStreamLimit),
                 HTTP2Setting(parameter: .maxHeaderListSize, value: HPACKDecoder.defaultMaxHeaderListSize),

@@ -338,7 +338,9 @@ private func providerToken(issuedAt: Int64, key: String = "AuthKey_KEY1234567.p8
             let withoutAuthority = try await client.send(exactly: good.filter { $0.0 != ":authority" })
             #expect(withoutAuthority.status == 200)
             await client.close()
-            #expect(simulator.summary.apiAnswers == ["200": Self.malformedBlocks.count + 2])
+            #expect(simulator.summary.apiAnswers == [
+                "200": Self.malformedBlocks.count + 2, "RST_STREAM PROTOCOL_ERROR": Self.malformedBlocks.count,
+            ])
         }
     }
 }

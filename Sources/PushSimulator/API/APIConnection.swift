@@ -76,17 +76,28 @@ final class APIConnection: ChannelInboundHandler {
         let endStream: Bool
         switch frame.payload {
         case .headers(let headers):
+            // The connection's HTTP/2 handler does not validate header blocks (see `HeaderBlockRules`).
             if partial[id] == nil {
+                if let problem = HeaderBlockRules.problem(inRequest: headers.headers) {
+                    return reset(id, problem, context: context)
+                }
                 partial[id] = PartialRequest(headers: headers.headers)
             } else {
-                partial[id]!.headers.add(contentsOf: headers.headers)  // trailers
+                if let problem = HeaderBlockRules.problem(inTrailers: headers.headers) {
+                    partial[id] = nil
+                    return reset(id, problem, context: context)
+                }
+                partial[id]!.headers.add(contentsOf: headers.headers)
             }
             endStream = headers.endStream
         case .data(let data):
             if case .byteBuffer(let buffer) = data.data {
-                // In place: a copy taken out of the dictionary would make the append copy the body so far.
-                let windowUpdate = Self.take(
-                    buffer, padding: data.paddingBytes ?? 0, into: &partial[id, default: PartialRequest()])
+                // In place: a copy taken out of the dictionary would make the append copy the body so far. A
+                // stream reset for a malformed header block has no entry: its bytes only count for the window.
+                var windowUpdate: Int?
+                if partial[id] != nil {
+                    windowUpdate = Self.take(buffer, padding: data.paddingBytes ?? 0, into: &partial[id]!)
+                }
                 consumed(buffer.readableBytes + (data.paddingBytes ?? 0), streamUpdate: windowUpdate, stream: id, context: context)
             }
             endStream = data.endStream
@@ -99,6 +110,20 @@ final class APIConnection: ChannelInboundHandler {
         guard endStream, let request = partial.removeValue(forKey: id) else { return }
         received(request, id: id, context: context)
     }
+
+    /// A malformed request (RFC 9113 section 8.1.1): its stream is reset with PROTOCOL_ERROR, unanswered, and counted
+    /// in the summary as `RST_STREAM PROTOCOL_ERROR`.
+    private func reset(_ id: HTTP2StreamID, _ problem: HeaderBlockRules.Problem, context: ChannelHandlerContext) {
+        self.context.logger.debug("api: malformed header block; resetting the stream", metadata: [
+            "connection": "\(number)", "stream": "\(id)", "problem": "\(problem)",
+        ])
+        self.context.state.countAPI(answer: Self.malformedKey)
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.protocolError))), promise: nil)
+        needsFlush = true
+    }
+
+    /// How the exit summary counts a stream reset for a malformed header block.
+    static let malformedKey = "RST_STREAM PROTOCOL_ERROR"
 
     /// Opens the connection's flow-control window to 16 MiB at once: many concurrent requests' bodies arrive
     /// back to back, so streams finish in the order they were opened (NIO's stream bookkeeping is cheapest then).
