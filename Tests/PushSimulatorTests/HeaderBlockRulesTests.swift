@@ -1,4 +1,5 @@
 import NIOHPACK
+import PushCore
 import Testing
 @testable import PushSimulator
 
@@ -85,3 +86,65 @@ struct HeaderBlockRulesTests {
         }
     }
 }
+
+/// The rules again, written from RFC 9113's text in the plainest way (strings and sets, no bytes), to compare
+/// with on random blocks.
+private enum ReferenceRules {
+    static let tchar = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz".unicodeScalars)
+    static let connectionSpecific: Set<String> = ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"]
+
+    static func isName(_ s: Substring) -> Bool { !s.isEmpty && s.unicodeScalars.allSatisfy { tchar.contains($0) } }
+
+    static func wellFormed(_ fields: [(String, String)], trailers: Bool) -> Bool {
+        var pseudo: [String] = []
+        var sawRegular = false
+        for (name, value) in fields {
+            if name.hasPrefix(":") {
+                if trailers || sawRegular || !isName(name.dropFirst()) { return false }
+                guard [":method", ":scheme", ":path", ":authority"].contains(name), !pseudo.contains(name) else { return false }
+                if value.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) { return false }
+                if name == ":path" && value.isEmpty { return false }
+                pseudo.append(name)
+            } else {
+                sawRegular = true
+                if !isName(name[...]) || connectionSpecific.contains(name) { return false }
+                if !trailers && name == "te" && value != "trailers" { return false }
+                if value.utf8.contains(where: { [0, 10, 13].contains($0) }) { return false }
+            }
+        }
+        if trailers { return true }
+        let method = fields.first { $0.0 == ":method" }?.1
+        if method == "CONNECT" { return Set(pseudo) == [":method", ":authority"] }
+        return Set([":method", ":scheme", ":path"]).isSubset(of: Set(pseudo))
+    }
+}
+
+extension HeaderBlockRulesTests {
+    /// Random blocks from names and values near the rules' edges: both implementations agree on every one.
+    @Test func agreesWithAPlainReadingOfTheRulesOnRandomBlocks() {
+        let names = [":method", ":scheme", ":path", ":authority", ":status", ":protocol", ":Path", ":", "apns-topic",
+                     "Apns-Topic", "te", "TE", "connection", "keep-alive", "upgrade", "upgradeX", "proxy-connection",
+                     "transfer-encoding", "x y", "", "é", "a~b|c", "authorization"]
+        let values = ["POST", "CONNECT", "https", "", "/3/device/ab", "/a b", "trailers", "gzip", "a\u{0}b", "a\rb",
+                      "a\nb", "\t", "x\u{7F}", "é", "bearer x.y.z", "localhost:443"]
+        var random = SplitMix64(seed: 20261126)
+        var wellFormed = 0
+        for _ in 0..<20_000 {
+            let count = Int.random(in: 0...7, using: &random)
+            var fields: [(String, String)] = []
+            // Mostly a valid start, so that the later fields decide.
+            if Bool.random(using: &random) {
+                fields = [(":method", "POST"), (":scheme", "https"), (":path", "/3/device/ab")]
+            }
+            for _ in 0..<count { fields.append((names.randomElement(using: &random)!, values.randomElement(using: &random)!)) }
+            let block = HPACKHeaders(fields)
+            let ours = HeaderBlockRules.problem(inRequest: block) == nil
+            #expect(ours == ReferenceRules.wellFormed(fields, trailers: false), "\(fields)")
+            #expect((HeaderBlockRules.problem(inTrailers: block) == nil) == ReferenceRules.wellFormed(fields, trailers: true), "trailers \(fields)")
+            if ours { wellFormed += 1 }
+        }
+        // Both outcomes were exercised.
+        #expect(wellFormed > 500 && wellFormed < 19_500)
+    }
+}
+
