@@ -12,7 +12,7 @@ import Darwin
 public struct PushWorkerCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "pushworker",
-        abstract: "Delivers push notifications from Kafka to Apple's binary provider interface.",
+        abstract: "Delivers push notifications from Kafka to Apple's push gateway, over its binary provider interface or the HTTP/2 provider API.",
         discussion: """
             Exit codes: 0 success, 2 invalid usage or configuration, 1 any other failure.
             """,
