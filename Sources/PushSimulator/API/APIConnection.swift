@@ -93,12 +93,11 @@ final class APIConnection: ChannelInboundHandler {
         case .data(let data):
             if case .byteBuffer(let buffer) = data.data {
                 // In place: a copy taken out of the dictionary would make the append copy the body so far. A
-                // stream reset for a malformed header block has no entry: its bytes only count for the window.
-                var windowUpdate: Int?
-                if partial[id] != nil {
-                    windowUpdate = Self.take(buffer, padding: data.paddingBytes ?? 0, into: &partial[id]!)
+                // stream reset for a malformed header block has no entry (the connection's window counts it anyway).
+                if partial[id] != nil, let increment = Self.take(buffer, padding: data.paddingBytes ?? 0, into: &partial[id]!) {
+                    context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .windowUpdate(windowSizeIncrement: increment))), promise: nil)
+                    needsFlush = true
                 }
-                consumed(buffer.readableBytes + (data.paddingBytes ?? 0), streamUpdate: windowUpdate, stream: id, context: context)
             }
             endStream = data.endStream
         case .rstStream:
@@ -134,10 +133,30 @@ final class APIConnection: ChannelInboundHandler {
 
     static let connectionWindow = 16 << 20
 
-    /// DATA bytes read since the last connection WINDOW_UPDATE. Without a stream multiplexer nothing else returns
-    /// the flow-control window: the connection's is given back every 32 KiB, a stream's for bodies longer than that.
-    private var unacknowledged = 0
+    /// The connection's inbound flow-control window as swift-nio-http2 last reported it. Without a stream
+    /// multiplexer nothing else gives the window back: the connection's is topped up once per read when 32 KiB or
+    /// more were taken, a stream's for bodies longer than that. The connection's is read from the handler's events,
+    /// not counted here: DATA of a stream already reset (by the client, for a malformed request, or by the handler
+    /// itself) takes from it too, and never reaches this handler.
+    private var inboundWindow = connectionWindow
     private static let windowStep = 32 * 1024
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let update = event as? NIOHTTP2WindowUpdatedEvent, update.streamID == .rootStream, let window = update.inboundWindowSize {
+            inboundWindow = window
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    /// Gives the connection's window back up to ``connectionWindow`` once 32 KiB or more of it were used. Called after
+    /// a read: the last event of the read counts every DATA frame of it.
+    private func topUpConnectionWindow(context: ChannelHandlerContext) {
+        let used = Self.connectionWindow - inboundWindow
+        guard used >= Self.windowStep else { return }
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: used))), promise: nil)
+        inboundWindow = Self.connectionWindow
+        needsFlush = true
+    }
 
     /// Appends a DATA frame's bytes to its request (up to ``bodyLimit``) and counts them against the stream's
     /// window; returns the stream's WINDOW_UPDATE increment when one is due.
@@ -147,20 +166,6 @@ final class APIConnection: ChannelInboundHandler {
         guard request.unacknowledged >= windowStep else { return nil }
         defer { request.unacknowledged = 0 }
         return request.unacknowledged
-    }
-
-    private func consumed(_ bytes: Int, streamUpdate: Int?, stream: HTTP2StreamID, context: ChannelHandlerContext) {
-        guard bytes > 0 else { return }
-        unacknowledged += bytes
-        if unacknowledged >= Self.windowStep {
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unacknowledged))), promise: nil)
-            unacknowledged = 0
-            needsFlush = true
-        }
-        if let streamUpdate {
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .windowUpdate(windowSizeIncrement: streamUpdate))), promise: nil)
-            needsFlush = true
-        }
     }
 
     /// 200s answered since they were last added to the summary (once per read, not once per request).
@@ -179,6 +184,7 @@ final class APIConnection: ChannelInboundHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
+        topUpConnectionWindow(context: context)
         if !delayed.isEmpty {
             let batch = delayed
             delayed.removeAll(keepingCapacity: true)
