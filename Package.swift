@@ -60,7 +60,7 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // The gateway simulator users run with `pushworker simulate`: binary gateway and feedback service over TLS.
+        // The gateway simulator users run with `pushworker simulate`: binary gateway, feedback service and HTTP/2 API.
         .target(
             name: "PushSimulator",
             dependencies: [
@@ -69,7 +69,6 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOTLS", package: "swift-nio"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

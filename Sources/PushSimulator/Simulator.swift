@@ -1,7 +1,5 @@
 import Logging
 import NIOCore
-import NIOHPACK
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import NIOTLS
@@ -213,7 +211,7 @@ public final class GatewaySimulator: Service, Sendable {
     }
 
     /// An API connection: TLS with ALPN h2; once negotiated, certificate or token authentication decides the
-    /// initial stream limit, and an ``APIConnection`` behind `NIOHTTP2Handler` answers the streams.
+    /// initial stream limit, and an ``APIConnection`` speaks HTTP/2 and answers the streams.
     private func initializeAPIChannel(_ channel: any Channel) throws {
         guard let apiTLSContext, let apiCheck else { return }
         let context = APIServerContext(
@@ -237,18 +235,8 @@ public final class GatewaySimulator: Service, Sendable {
             }
             let connection = APIConnection(
                 number: context.state.openAPIConnection(), authentication: authentication, context: context)
-            var settings = NIOHTTP2Handler.ConnectionConfiguration()
-            settings.targetWindowSize = APIConnection.connectionWindow
-            // Checked by `APIConnection` on the field bytes (`HeaderBlockRules`), at a fraction of the cost.
-            settings.headerBlockValidation = .disabled
-            settings.initialSettings = [
-                HTTP2Setting(parameter: .maxConcurrentStreams, value: connection.initialStreamLimit),
-                HTTP2Setting(parameter: .maxHeaderListSize, value: HPACKDecoder.defaultMaxHeaderListSize),
-            ]
             return channel.eventLoop.makeCompletedFuture {
-                let sync = channel.pipeline.syncOperations
-                try sync.addHandler(NIOHTTP2Handler(mode: .server, connectionConfiguration: settings))
-                try sync.addHandler(connection)
+                try channel.pipeline.syncOperations.addHandler(connection)
             }
         })
     }

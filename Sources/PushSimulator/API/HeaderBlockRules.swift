@@ -22,6 +22,8 @@ enum HeaderBlockRules {
         /// `:method`, `:scheme` or `:path` missing (`:method` or `:authority` for CONNECT).
         case missingPseudoHeader
         case emptyPath
+        /// A second header block (trailers) without END_STREAM (RFC 9113 section 8.1).
+        case trailersWithoutEndStream
 
         var description: String {
             switch self {
@@ -33,6 +35,7 @@ enum HeaderBlockRules {
             case .repeatedPseudoHeader: "pseudo-header field repeated"
             case .missingPseudoHeader: "mandatory pseudo-header field missing"
             case .emptyPath: "empty :path"
+            case .trailersWithoutEndStream: "trailers without END_STREAM"
             }
         }
     }

@@ -1,0 +1,549 @@
+import NIOCore
+import NIOHPACK
+
+/// The server side of one HTTP/2 connection as the simulated API speaks it (RFC 9113, no I/O): reads the client's
+/// bytes frame by frame, keeps the streams, both directions' flow control and the settings, and hands out each
+/// complete request; its answers and every control frame collect in ``output``, which the connection writes once per
+/// read. Strict as a server must be: what RFC 9113 calls a connection error queues GOAWAY with its code and throws;
+/// a stream error resets the stream. Header blocks are decoded with `NIOHPACK`; the answers' own header blocks are
+/// written here, never indexed and without Huffman coding (an answer's fields are `:status`, `apns-id` and sometimes
+/// `content-type`: encoding them costs a few copies).
+struct HTTP2ServerSession {
+    /// What a read produced for the connection to act on.
+    enum Event {
+        /// A request is complete (END_STREAM arrived); its stream waits for ``answer(_:status:apnsID:body:)``.
+        case request(stream: UInt32, headers: HPACKHeaders, body: [UInt8])
+        /// A request's header block broke RFC 9113 section 8's rules: its stream is reset with PROTOCOL_ERROR.
+        case malformed(stream: UInt32, problem: HeaderBlockRules.Problem)
+    }
+
+    /// Bytes to write, in order.
+    private(set) var output: ByteBuffer
+    /// The highest stream id the client opened (RFC 9113 section 5.1.1: new ones must be higher).
+    private(set) var lastClientStream: UInt32 = 0
+    /// Whether the client sent GOAWAY.
+    private(set) var clientWentAway = false
+
+    /// The request body kept per stream: more than any push type allows (the rest is counted, not kept).
+    let bodyLimit: Int
+    /// SETTINGS_MAX_CONCURRENT_STREAMS as last sent.
+    private(set) var streamLimit: Int
+    /// The limits of SETTINGS frames the client has not acknowledged yet, oldest first, and the limit of the last
+    /// one it did: a setting applies once acknowledged (RFC 9113 section 6.5.3), before that the previous one does
+    /// (none at first: a client may open streams before it reads the server's preface). A raised limit applies at
+    /// once.
+    private var unacknowledgedLimits: [Int] = []
+    private var acknowledgedLimit = Int.max
+
+    /// The stream limit in force.
+    private var effectiveStreamLimit: Int { max(acknowledgedLimit, unacknowledgedLimits.max() ?? 0) }
+
+    private enum Phase { case preface, firstSettings, open }
+    private var phase = Phase.preface
+    private var decoder: HPACKDecoder
+    private var streams: [UInt32: Stream] = [:]
+    /// Streams this side reset: frames the client sent on them before it learnt of it are ignored (RFC 9113
+    /// section 5.4.2), up to the newest ``resetMemory`` of them.
+    private var resetStreams: Set<UInt32> = []
+    private var resetOrder: [UInt32] = []
+    private static let resetMemory = 4096
+    /// A header block in pieces: HEADERS without END_HEADERS, then CONTINUATION frames on the same stream.
+    private var fragments: (stream: UInt32, endStream: Bool, block: ByteBuffer)?
+    /// The most a header block may take across its frames.
+    private static let headerBlockLimit = 256 * 1024
+
+    // Flow control, RFC 9113 section 6.9. Receiving: what the client may still send on the connection, and each
+    // stream's own window (65,535 by default: this side never changes SETTINGS_INITIAL_WINDOW_SIZE).
+    private var receiveWindow = 65_535
+    /// Sending: the client's windows for this side's DATA.
+    private var sendWindow = 65_535
+    private var peerInitialWindow = 65_535
+    private var peerMaxFrameSize = 16_384
+    /// The client's HEADER_TABLE_SIZE went down: the next header block starts with a size update (RFC 7541 section
+    /// 4.2; this side's table stays empty, but decoders such as nghttp2 expect the update).
+    private var pendingTableSizeUpdate: Int?
+    /// Answer bodies waiting for the client's windows, in order.
+    private var blocked: [(stream: UInt32, body: [UInt8])] = []
+
+    /// The connection's receive window after ``topUpReceiveWindow()``.
+    static let connectionWindow = 16 << 20
+    private static let windowStep = 32 * 1024
+    private static let maxWindow = Int(Int32.max)
+    private static let defaultStreamWindow = 65_535
+    private static let maxFrameSize = 16_384
+
+    private struct Stream {
+        var headers: HPACKHeaders?
+        var body: [UInt8] = []
+        var receiveWindow = HTTP2ServerSession.defaultStreamWindow
+        var unacknowledged = 0
+        var sendWindow: Int
+        /// END_STREAM arrived: half-closed (remote), waiting for the answer.
+        var complete = false
+    }
+
+    init(streamLimit: Int, bodyLimit: Int, allocator: ByteBufferAllocator = ByteBufferAllocator()) {
+        self.streamLimit = streamLimit
+        self.bodyLimit = bodyLimit
+        self.decoder = HPACKDecoder(allocator: allocator)
+        self.output = allocator.buffer(capacity: 16 * 1024)
+        // The server's preface: SETTINGS, then the connection window opened to 16 MiB at once (many requests'
+        // bodies arrive back to back).
+        writeSettings([(0x3, UInt32(streamLimit)), (0x6, UInt32(HPACKDecoder.defaultMaxHeaderListSize))])
+        unacknowledgedLimits = [streamLimit]
+        writeFrameHeader(length: 4, type: 0x8, flags: 0, stream: 0)
+        output.writeInteger(UInt32(Self.connectionWindow - 65_535))
+        receiveWindow = Self.connectionWindow
+    }
+
+    /// Streams open or waiting for their answer: what counts against SETTINGS_MAX_CONCURRENT_STREAMS.
+    var openStreams: Int { streams.count }
+
+    /// Takes what was queued to write.
+    mutating func takeOutput() -> ByteBuffer? {
+        guard output.readableBytes > 0 else { return nil }
+        let taken = output
+        output = ByteBuffer()
+        return taken
+    }
+
+    // MARK: Reading
+
+    /// Reads frames from `input` until a request is complete or a frame is incomplete (what remains stays in
+    /// `input`). Throws ``ConnectionError`` after queuing GOAWAY.
+    mutating func next(from input: inout ByteBuffer) throws(ConnectionError) -> Event? {
+        do {
+            return try read(&input)
+        } catch {
+            writeGoAway(lastStream: lastClientStream, code: error.code)
+            throw error
+        }
+    }
+
+    private mutating func read(_ input: inout ByteBuffer) throws(ConnectionError) -> Event? {
+        if phase == .preface {
+            guard input.readableBytes >= Self.preface.count else {
+                guard input.readableBytesView.elementsEqual(Self.preface.prefix(input.readableBytes)) else {
+                    throw ConnectionError(code: .protocolError, detail: "not the HTTP/2 client preface")
+                }
+                return nil
+            }
+            guard input.readableBytesView.prefix(Self.preface.count).elementsEqual(Self.preface) else {
+                throw ConnectionError(code: .protocolError, detail: "not the HTTP/2 client preface")
+            }
+            input.moveReaderIndex(forwardBy: Self.preface.count)
+            phase = .firstSettings
+        }
+        while input.readableBytes >= 9 {
+            let start = input.readerIndex
+            let word = input.getInteger(at: start, as: UInt32.self)!
+            let length = Int(word >> 8), type = UInt8(truncatingIfNeeded: word)
+            let flags = input.getInteger(at: start + 4, as: UInt8.self)!
+            let stream = input.getInteger(at: start + 5, as: UInt32.self)! & 0x7FFF_FFFF
+            guard length <= Self.maxFrameSize else {
+                throw ConnectionError(code: .frameSizeError, detail: "frame of \(length) bytes")
+            }
+            guard let payload = input.getSlice(at: input.readerIndex + 9, length: length) else { return nil }
+            input.moveReaderIndex(forwardBy: 9 + length)
+            if phase == .firstSettings {
+                guard type == 0x4, flags & 0x1 == 0 else {
+                    throw ConnectionError(code: .protocolError, detail: "the preface's first frame is not SETTINGS")
+                }
+                phase = .open
+            }
+            if let event = try frame(type: type, flags: flags, stream: stream, payload: payload) { return event }
+        }
+        return nil
+    }
+
+    private static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+
+    private mutating func frame(type: UInt8, flags: UInt8, stream: UInt32, payload: ByteBuffer) throws(ConnectionError) -> Event? {
+        if let fragments, type != 0x9 || stream != fragments.stream {
+            throw ConnectionError(code: .protocolError, detail: "frame type \(type) inside the header block of stream \(fragments.stream)")
+        }
+        switch type {
+        case 0x0: return try data(flags: flags, stream: stream, payload: payload)
+        case 0x1: return try headers(flags: flags, stream: stream, payload: payload)
+        case 0x2:
+            try requireStream(stream, "PRIORITY")
+            guard payload.readableBytes == 5 else { resetByThisSide(stream, .frameSizeError); return nil }
+            if payload.getInteger(at: payload.readerIndex, as: UInt32.self)! & 0x7FFF_FFFF == stream {
+                resetByThisSide(stream, .protocolError)
+            }
+        case 0x3:
+            try requireStream(stream, "RST_STREAM")
+            guard payload.readableBytes == 4 else { throw ConnectionError(code: .frameSizeError, detail: "RST_STREAM of \(payload.readableBytes) bytes") }
+            guard stream <= lastClientStream else { throw ConnectionError(code: .protocolError, detail: "RST_STREAM on idle stream \(stream)") }
+            streams[stream] = nil
+            blocked.removeAll { $0.stream == stream }
+        case 0x4: try settings(flags: flags, stream: stream, payload: payload)
+        case 0x5: throw ConnectionError(code: .protocolError, detail: "PUSH_PROMISE from a client")
+        case 0x6:
+            guard stream == 0 else { throw ConnectionError(code: .protocolError, detail: "PING on stream \(stream)") }
+            guard payload.readableBytes == 8 else { throw ConnectionError(code: .frameSizeError, detail: "PING of \(payload.readableBytes) bytes") }
+            if flags & 0x1 == 0 {
+                writeFrameHeader(length: 8, type: 0x6, flags: 0x1, stream: 0)
+                var payload = payload
+                output.writeBuffer(&payload)
+            }
+        case 0x7:
+            guard stream == 0 else { throw ConnectionError(code: .protocolError, detail: "GOAWAY on stream \(stream)") }
+            guard payload.readableBytes >= 8 else { throw ConnectionError(code: .frameSizeError, detail: "GOAWAY of \(payload.readableBytes) bytes") }
+            clientWentAway = true
+        case 0x8: try windowUpdate(stream: stream, payload: payload)
+        case 0x9:
+            guard var fragments else { throw ConnectionError(code: .protocolError, detail: "CONTINUATION without HEADERS") }
+            self.fragments = nil
+            var payload = payload
+            fragments.block.writeBuffer(&payload)
+            guard fragments.block.readableBytes <= Self.headerBlockLimit else {
+                throw ConnectionError(code: .protocolError, detail: "header block over \(Self.headerBlockLimit) bytes")
+            }
+            guard flags & 0x4 != 0 else { self.fragments = fragments; return nil }
+            return try headerBlock(fragments.block, stream: fragments.stream, endStream: fragments.endStream)
+        default:
+            break  // unknown frame types are ignored (RFC 9113 section 4.1)
+        }
+        return nil
+    }
+
+    private func requireStream(_ stream: UInt32, _ name: String) throws(ConnectionError) {
+        guard stream != 0 else { throw ConnectionError(code: .protocolError, detail: "\(name) on stream 0") }
+    }
+
+    /// The payload without its padding (PADDED flag): the pad length byte, the content, the padding.
+    private static func unpadded(_ payload: ByteBuffer, flags: UInt8, skipping: Int = 0) throws(ConnectionError) -> ByteBuffer {
+        var payload = payload
+        var padding = 0
+        if flags & 0x8 != 0 {
+            guard let length = payload.readInteger(as: UInt8.self) else {
+                throw ConnectionError(code: .frameSizeError, detail: "padded frame without its pad length")
+            }
+            padding = Int(length)
+        }
+        guard payload.readableBytes >= padding + skipping else {
+            throw ConnectionError(code: .protocolError, detail: "padding longer than the frame")
+        }
+        payload.moveReaderIndex(forwardBy: skipping)
+        return payload.getSlice(at: payload.readerIndex, length: payload.readableBytes - padding)!
+    }
+
+    private mutating func data(flags: UInt8, stream id: UInt32, payload: ByteBuffer) throws(ConnectionError) -> Event? {
+        try requireStream(id, "DATA")
+        let length = payload.readableBytes
+        receiveWindow -= length
+        guard receiveWindow >= 0 else { throw ConnectionError(code: .flowControlError, detail: "DATA beyond the connection's window") }
+        guard id <= lastClientStream else { throw ConnectionError(code: .protocolError, detail: "DATA on idle stream \(id)") }
+        guard var stream = streams[id], !stream.complete else {
+            if !resetStreams.contains(id) { resetByThisSide(id, .streamClosed) }
+            return nil
+        }
+        streams[id] = nil  // in place: a copy would make the append copy the body so far
+        let content = try Self.unpadded(payload, flags: flags)
+        stream.receiveWindow -= length
+        guard stream.receiveWindow >= 0 else { throw ConnectionError(code: .flowControlError, detail: "DATA beyond stream \(id)'s window") }
+        stream.body.append(contentsOf: content.readableBytesView.prefix(bodyLimit - stream.body.count))
+        stream.unacknowledged += length
+        if flags & 0x1 != 0 {
+            let request = Event.request(stream: id, headers: stream.headers ?? HPACKHeaders(), body: stream.body)
+            streams[id] = Stream(sendWindow: stream.sendWindow, complete: true)
+            return request
+        }
+        if stream.unacknowledged >= Self.windowStep {
+            writeWindowUpdate(stream: id, increment: stream.unacknowledged)
+            stream.receiveWindow += stream.unacknowledged
+            stream.unacknowledged = 0
+        }
+        streams[id] = stream
+        return nil
+    }
+
+    private mutating func headers(flags: UInt8, stream id: UInt32, payload: ByteBuffer) throws(ConnectionError) -> Event? {
+        try requireStream(id, "HEADERS")
+        let block = try Self.unpadded(payload, flags: flags, skipping: flags & 0x20 != 0 ? 5 : 0)
+        if flags & 0x20 != 0, let dependency = payload.getInteger(at: payload.readerIndex + (flags & 0x8 != 0 ? 1 : 0), as: UInt32.self),
+           dependency & 0x7FFF_FFFF == id {
+            // A stream error by RFC 9113 section 5.3.1, made a connection error (section 5.4 allows it): the block
+            // may continue in CONTINUATION frames, and the HPACK table would have to see it all.
+            throw ConnectionError(code: .protocolError, detail: "stream \(id) depends on itself")
+        }
+        let endStream = flags & 0x1 != 0
+        guard flags & 0x4 != 0 else {
+            fragments = (id, endStream, block)
+            return nil
+        }
+        return try headerBlock(block, stream: id, endStream: endStream)
+    }
+
+    private mutating func decode(_ block: inout ByteBuffer) throws(ConnectionError) -> HPACKHeaders {
+        do {
+            return try decoder.decodeHeaders(from: &block)
+        } catch {
+            throw ConnectionError(code: .compressionError, detail: "header block: \(error)")
+        }
+    }
+
+    /// A whole header block on stream `id`: a new request, a request's trailers, or a block on a stream this side
+    /// reset (decoded for the table's sake, then dropped).
+    private mutating func headerBlock(_ block: ByteBuffer, stream id: UInt32, endStream: Bool) throws(ConnectionError) -> Event? {
+        var block = block
+        let headers = try decode(&block)
+        if id <= lastClientStream {
+            if resetStreams.contains(id) { return nil }
+            guard var stream = streams[id], !stream.complete else {
+                throw ConnectionError(code: .streamClosed, detail: "HEADERS on closed stream \(id)")
+            }
+            // Trailers: they end the stream and carry no pseudo-header.
+            if let problem = endStream ? HeaderBlockRules.problem(inTrailers: headers) : .trailersWithoutEndStream {
+                return malformed(id, problem)
+            }
+            stream.headers!.add(contentsOf: headers)
+            streams[id] = Stream(sendWindow: stream.sendWindow, complete: true)
+            return .request(stream: id, headers: stream.headers!, body: stream.body)
+        }
+        guard id & 1 == 1 else { throw ConnectionError(code: .protocolError, detail: "client stream \(id) is even") }
+        guard !clientWentAway else { throw ConnectionError(code: .protocolError, detail: "a stream after the client's GOAWAY") }
+        lastClientStream = id
+        guard streams.count < effectiveStreamLimit else {
+            resetByThisSide(id, .refusedStream)
+            return nil
+        }
+        if let problem = HeaderBlockRules.problem(inRequest: headers) { return malformed(id, problem) }
+        guard endStream else {
+            streams[id] = Stream(headers: headers, sendWindow: peerInitialWindow)
+            return nil
+        }
+        streams[id] = Stream(sendWindow: peerInitialWindow, complete: true)
+        return .request(stream: id, headers: headers, body: [])
+    }
+
+    private mutating func malformed(_ id: UInt32, _ problem: HeaderBlockRules.Problem) -> Event {
+        resetByThisSide(id, .protocolError)
+        return .malformed(stream: id, problem: problem)
+    }
+
+    private mutating func settings(flags: UInt8, stream: UInt32, payload: ByteBuffer) throws(ConnectionError) {
+        guard stream == 0 else { throw ConnectionError(code: .protocolError, detail: "SETTINGS on stream \(stream)") }
+        if flags & 0x1 != 0 {
+            guard payload.readableBytes == 0 else { throw ConnectionError(code: .frameSizeError, detail: "SETTINGS ACK with a payload") }
+            if !unacknowledgedLimits.isEmpty { acknowledgedLimit = unacknowledgedLimits.removeFirst() }
+            return
+        }
+        guard payload.readableBytes % 6 == 0 else { throw ConnectionError(code: .frameSizeError, detail: "SETTINGS of \(payload.readableBytes) bytes") }
+        var payload = payload
+        while let parameter = payload.readInteger(as: UInt16.self), let value = payload.readInteger(as: UInt32.self) {
+            switch parameter {
+            case 0x1:
+                pendingTableSizeUpdate = min(pendingTableSizeUpdate ?? 4096, Int(value))
+            case 0x2:
+                guard value <= 1 else { throw ConnectionError(code: .protocolError, detail: "SETTINGS_ENABLE_PUSH \(value)") }
+            case 0x4:
+                guard value <= Self.maxWindow else { throw ConnectionError(code: .flowControlError, detail: "SETTINGS_INITIAL_WINDOW_SIZE \(value)") }
+                let delta = Int(value) - peerInitialWindow
+                peerInitialWindow = Int(value)
+                for id in streams.keys {
+                    streams[id]!.sendWindow += delta
+                    guard streams[id]!.sendWindow <= Self.maxWindow else {
+                        throw ConnectionError(code: .flowControlError, detail: "stream \(id)'s window over 2^31-1")
+                    }
+                }
+            case 0x5:
+                guard (16_384...16_777_215).contains(value) else { throw ConnectionError(code: .protocolError, detail: "SETTINGS_MAX_FRAME_SIZE \(value)") }
+                peerMaxFrameSize = Int(value)
+            default:
+                break  // MAX_CONCURRENT_STREAMS (this side opens none), MAX_HEADER_LIST_SIZE, unknown ones
+            }
+        }
+        writeFrameHeader(length: 0, type: 0x4, flags: 0x1, stream: 0)
+        sendBlocked()
+    }
+
+    private mutating func windowUpdate(stream id: UInt32, payload: ByteBuffer) throws(ConnectionError) {
+        guard payload.readableBytes == 4 else { throw ConnectionError(code: .frameSizeError, detail: "WINDOW_UPDATE of \(payload.readableBytes) bytes") }
+        let increment = Int(payload.getInteger(at: payload.readerIndex, as: UInt32.self)! & 0x7FFF_FFFF)
+        if id == 0 {
+            guard increment > 0 else { throw ConnectionError(code: .protocolError, detail: "WINDOW_UPDATE of 0 on the connection") }
+            sendWindow += increment
+            guard sendWindow <= Self.maxWindow else { throw ConnectionError(code: .flowControlError, detail: "the connection's window over 2^31-1") }
+        } else {
+            guard id <= lastClientStream else { throw ConnectionError(code: .protocolError, detail: "WINDOW_UPDATE on idle stream \(id)") }
+            guard streams[id] != nil else { return }
+            guard increment > 0 else { resetByThisSide(id, .protocolError); return }
+            streams[id]!.sendWindow += increment
+            guard streams[id]!.sendWindow <= Self.maxWindow else { resetByThisSide(id, .flowControlError); return }
+        }
+        sendBlocked()
+    }
+
+    /// Resets a stream (a stream error, RFC 9113 section 5.4.2) and remembers it, so that what the client sent on
+    /// it meanwhile is ignored.
+    private mutating func resetByThisSide(_ id: UInt32, _ code: ErrorCode) {
+        streams[id] = nil
+        blocked.removeAll { $0.stream == id }
+        writeFrameHeader(length: 4, type: 0x3, flags: 0, stream: id)
+        output.writeInteger(code.rawValue)
+        if resetStreams.insert(id).inserted {
+            resetOrder.append(id)
+            if resetOrder.count > Self.resetMemory {
+                let forgotten = resetOrder.prefix(Self.resetMemory / 2)
+                resetStreams.subtract(forgotten)
+                resetOrder.removeFirst(Self.resetMemory / 2)
+            }
+        }
+    }
+
+    /// Gives the connection's receive window back up to ``connectionWindow`` once 32 KiB or more of it were used
+    /// (by any DATA, including DATA on streams already reset). Called once per read.
+    mutating func topUpReceiveWindow() {
+        let used = Self.connectionWindow - receiveWindow
+        guard used >= Self.windowStep else { return }
+        writeWindowUpdate(stream: 0, increment: used)
+        receiveWindow = Self.connectionWindow
+    }
+
+    // MARK: Writing
+
+    /// Whether stream `id` waits for its answer (the client may have reset it meanwhile).
+    func isWaiting(_ id: UInt32) -> Bool { streams[id]?.complete == true }
+
+    /// Answers stream `id`: HEADERS with `:status`, `apns-id` and, with a body, `content-type: application/json`,
+    /// then the body as DATA when the client's windows allow. Returns false when the stream no longer waits.
+    @discardableResult
+    mutating func answer(_ id: UInt32, status: Int, apnsID: String, body: [UInt8]) -> Bool {
+        guard let stream = streams[id], stream.complete else { return false }
+        let start = output.writerIndex
+        writeFrameHeader(length: 0, type: 0x1, flags: body.isEmpty ? 0x5 : 0x4, stream: id)
+        let blockStart = output.writerIndex
+        if let size = pendingTableSizeUpdate {
+            pendingTableSizeUpdate = nil
+            writeHPACKInteger(size, prefixBits: 5, pattern: 0x20)
+        }
+        writeStatus(status)
+        // apns-id: a literal without indexing, with a new name (never indexed: each value is unique).
+        output.writeInteger(UInt8(0))
+        output.writeInteger(UInt8(7))
+        output.writeStaticString("apns-id")
+        writeHPACKInteger(apnsID.utf8.count, prefixBits: 7, pattern: 0)
+        output.writeString(apnsID)
+        if !body.isEmpty {
+            // content-type (static index 31), literal without indexing.
+            output.writeInteger(UInt8(0x0F))
+            output.writeInteger(UInt8(31 - 15))
+            output.writeInteger(UInt8(16))
+            output.writeStaticString("application/json")
+        }
+        let length = output.writerIndex - blockStart
+        output.setInteger(UInt8(length >> 16), at: start)
+        output.setInteger(UInt16(truncatingIfNeeded: length), at: start + 1)
+        if body.isEmpty {
+            streams[id] = nil
+        } else {
+            blocked.append((id, body))
+            sendBlocked()
+        }
+        return true
+    }
+
+    /// `:status`: the static table's entry for 200, 204, 206, 304, 400, 404 and 500, otherwise a literal without
+    /// indexing on the static name.
+    private mutating func writeStatus(_ status: Int) {
+        let indexed: UInt8? = switch status {
+        case 200: 8
+        case 204: 9
+        case 206: 10
+        case 304: 11
+        case 400: 12
+        case 404: 13
+        case 500: 14
+        default: nil
+        }
+        if let indexed {
+            output.writeInteger(0x80 | indexed)
+        } else {
+            let text = String(status)
+            output.writeInteger(UInt8(0x08))
+            output.writeInteger(UInt8(text.utf8.count))
+            output.writeString(text)
+        }
+    }
+
+    /// Sends the answer bodies that fit the client's windows, in order: a body waits whole for its stream's and the
+    /// connection's window (Apple's bodies are a few dozen bytes, smaller than any frame).
+    private mutating func sendBlocked() {
+        while let first = blocked.first {
+            guard let window = streams[first.stream]?.sendWindow else { blocked.removeFirst(); continue }
+            let size = first.body.count
+            guard size <= window, size <= sendWindow, size <= peerMaxFrameSize else { return }
+            blocked.removeFirst()
+            sendWindow -= size
+            writeFrameHeader(length: size, type: 0x0, flags: 0x1, stream: first.stream)
+            output.writeBytes(first.body)
+            streams[first.stream] = nil
+        }
+    }
+
+    /// Sends SETTINGS_MAX_CONCURRENT_STREAMS anew (a token connection's after its first success).
+    mutating func raiseStreamLimit(to limit: Int) {
+        streamLimit = limit
+        writeSettings([(0x3, UInt32(limit))])
+        unacknowledgedLimits.append(limit)
+    }
+
+    /// Queues GOAWAY naming `lastStream`: streams up to it are still answered.
+    mutating func writeGoAway(lastStream: UInt32, code: ErrorCode = .noError) {
+        writeFrameHeader(length: 8, type: 0x7, flags: 0, stream: 0)
+        output.writeInteger(lastStream)
+        output.writeInteger(code.rawValue)
+    }
+
+    private mutating func writeSettings(_ parameters: [(UInt16, UInt32)]) {
+        writeFrameHeader(length: 6 * parameters.count, type: 0x4, flags: 0, stream: 0)
+        for (parameter, value) in parameters {
+            output.writeInteger(parameter)
+            output.writeInteger(value)
+        }
+    }
+
+    private mutating func writeWindowUpdate(stream: UInt32, increment: Int) {
+        writeFrameHeader(length: 4, type: 0x8, flags: 0, stream: stream)
+        output.writeInteger(UInt32(increment))
+    }
+
+    private mutating func writeFrameHeader(length: Int, type: UInt8, flags: UInt8, stream: UInt32) {
+        output.writeInteger(UInt8(truncatingIfNeeded: length >> 16))
+        output.writeInteger(UInt16(truncatingIfNeeded: length))
+        output.writeInteger(type)
+        output.writeInteger(flags)
+        output.writeInteger(stream)
+    }
+
+    /// RFC 7541 section 5.1's integer: `prefixBits` bits in the first byte (whose other bits are `pattern`), then
+    /// 7 bits a byte.
+    private mutating func writeHPACKInteger(_ value: Int, prefixBits: Int, pattern: UInt8) {
+        let limit = (1 << prefixBits) - 1
+        guard value >= limit else { output.writeInteger(pattern | UInt8(value)); return }
+        output.writeInteger(pattern | UInt8(limit))
+        var rest = value - limit
+        while rest >= 128 {
+            output.writeInteger(UInt8(rest & 0x7F | 0x80))
+            rest >>= 7
+        }
+        output.writeInteger(UInt8(rest))
+    }
+}
+
+extension HTTP2ServerSession {
+    /// An HTTP/2 connection error (RFC 9113 section 5.4.1): the session has queued its GOAWAY; the caller writes the
+    /// output and closes.
+    struct ConnectionError: Error, Equatable {
+        var code: ErrorCode
+        var detail: String
+    }
+
+    /// RFC 9113 section 7's error codes the simulated API sends.
+    enum ErrorCode: UInt32, Sendable {
+        case noError = 0x0, protocolError = 0x1, internalError = 0x2, flowControlError = 0x3, streamClosed = 0x5
+        case frameSizeError = 0x6, refusedStream = 0x7, compressionError = 0x9
+    }
+}

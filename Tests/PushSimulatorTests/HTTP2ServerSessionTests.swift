@@ -1,0 +1,444 @@
+import NIOCore
+import NIOHPACK
+import Testing
+@testable import PushSimulator
+
+/// A client's bytes, written frame by frame (HPACK by `NIOHPACK`'s encoder, independent of the session's).
+private typealias ErrorCode = HTTP2ServerSession.ErrorCode
+
+private struct ClientFrames {
+    var bytes = ByteBuffer()
+    var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+
+    /// The preface, the client's SETTINGS and the acknowledgement of the server's.
+    static func opened(settings: [(UInt16, UInt32)] = [], acknowledged: Bool = true) -> ClientFrames {
+        var frames = ClientFrames()
+        frames.bytes.writeString("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        frames.settings(settings)
+        if acknowledged { frames.acknowledgeSettings() }
+        return frames
+    }
+
+    mutating func acknowledgeSettings() { frame(0x4, flags: 0x1, stream: 0) }
+
+    mutating func frame(_ type: UInt8, flags: UInt8 = 0, stream: UInt32, _ payload: [UInt8] = []) {
+        bytes.writeInteger(UInt8(payload.count >> 16))
+        bytes.writeInteger(UInt16(truncatingIfNeeded: payload.count))
+        bytes.writeInteger(type)
+        bytes.writeInteger(flags)
+        bytes.writeInteger(stream)
+        bytes.writeBytes(payload)
+    }
+
+    mutating func settings(_ parameters: [(UInt16, UInt32)]) {
+        var payload = ByteBuffer()
+        for (parameter, value) in parameters {
+            payload.writeInteger(parameter)
+            payload.writeInteger(value)
+        }
+        frame(0x4, stream: 0, Array(payload.readableBytesView))
+    }
+
+    func block(_ fields: [(String, String)]) -> [UInt8] {
+        var encoder = encoder
+        var buffer = ByteBuffer()
+        try! encoder.encode(headers: HPACKHeaders(fields), to: &buffer)
+        return Array(buffer.readableBytesView)
+    }
+
+    mutating func headers(_ stream: UInt32, _ fields: [(String, String)] = request, endStream: Bool = false) {
+        var buffer = ByteBuffer()
+        try! encoder.encode(headers: HPACKHeaders(fields), to: &buffer)
+        frame(0x1, flags: 0x4 | (endStream ? 0x1 : 0), stream: stream, Array(buffer.readableBytesView))
+    }
+
+    mutating func data(_ stream: UInt32, _ body: String = "{}", endStream: Bool = true) {
+        frame(0x0, flags: endStream ? 0x1 : 0, stream: stream, Array(body.utf8))
+    }
+
+    mutating func windowUpdate(_ stream: UInt32, _ increment: UInt32) {
+        var payload = ByteBuffer()
+        payload.writeInteger(increment)
+        frame(0x8, stream: stream, Array(payload.readableBytesView))
+    }
+
+    static let request = [(":method", "POST"), (":scheme", "https"), (":path", "/3/device/abc"), ("apns-topic", "t")]
+}
+
+/// A frame the session wrote.
+private struct ServerFrame {
+    var type: UInt8
+    var flags: UInt8
+    var stream: UInt32
+    var payload: ByteBuffer
+
+    static func all(in output: ByteBuffer?) -> [ServerFrame] {
+        guard var output else { return [] }
+        var frames: [ServerFrame] = []
+        while output.readableBytes >= 9 {
+            let length = Int(output.readInteger(as: UInt8.self)!) << 16 | Int(output.readInteger(as: UInt16.self)!)
+            let type = output.readInteger(as: UInt8.self)!, flags = output.readInteger(as: UInt8.self)!
+            let stream = output.readInteger(as: UInt32.self)!
+            frames.append(ServerFrame(type: type, flags: flags, stream: stream, payload: output.readSlice(length: length)!))
+        }
+        #expect(output.readableBytes == 0)
+        return frames
+    }
+
+    var words: [UInt32] {
+        var payload = payload
+        var words: [UInt32] = []
+        while let word = payload.readInteger(as: UInt32.self) { words.append(word) }
+        return words
+    }
+}
+
+private struct Session {
+    var session = HTTP2ServerSession(streamLimit: 4, bodyLimit: 100)
+    var events: [HTTP2ServerSession.Event] = []
+
+    init(streamLimit: Int = 4) {
+        session = HTTP2ServerSession(streamLimit: streamLimit, bodyLimit: 100)
+        _ = session.takeOutput()
+    }
+
+    mutating func feed(_ frames: ClientFrames) throws(HTTP2ServerSession.ConnectionError) -> [ServerFrame] {
+        var input = frames.bytes
+        events = []
+        while let event = try session.next(from: &input) { events.append(event) }
+        return ServerFrame.all(in: session.takeOutput())
+    }
+
+    /// Feeds the bytes and expects a connection error: returns its code and the GOAWAY's code.
+    mutating func failure(_ frames: ClientFrames) -> (ErrorCode, UInt32?)? {
+        var input = frames.bytes
+        do {
+            while try session.next(from: &input) != nil {}
+            return nil
+        } catch {
+            let goAway = ServerFrame.all(in: session.takeOutput()).last { $0.type == 0x7 }
+            return (error.code, goAway?.words.last)
+        }
+    }
+
+    var requests: [UInt32] {
+        events.compactMap { if case .request(let stream, _, _) = $0 { stream } else { nil } }
+    }
+}
+
+private func resets(_ frames: [ServerFrame]) -> [UInt32: UInt32] {
+    Dictionary(uniqueKeysWithValues: frames.filter { $0.type == 0x3 }.map { ($0.stream, $0.words[0]) })
+}
+
+struct HTTP2ServerSessionTests {
+    @Test func thePrefaceSaysTheStreamLimitAndOpensTheConnectionWindow() {
+        var session = HTTP2ServerSession(streamLimit: 7, bodyLimit: 100)
+        let frames = ServerFrame.all(in: session.takeOutput())
+        #expect(frames.map(\.type) == [0x4, 0x8])
+        var payload = frames[0].payload
+        #expect(payload.readableBytes == 12)
+        #expect(payload.readInteger(as: UInt16.self) == 3 && payload.readInteger(as: UInt32.self) == 7)
+        #expect(payload.readInteger(as: UInt16.self) == 6)
+        #expect(frames[1].words == [UInt32(HTTP2ServerSession.connectionWindow - 65_535)])
+    }
+
+    @Test func aRequestIsHandedOutAtEndStreamAndItsAnswersAreDecodable() throws {
+        var client = ClientFrames.opened()
+        client.headers(1)
+        client.data(1, "{\"aps\":{}}")
+        client.headers(3, endStream: true)
+        var session = Session()
+        let frames = try session.feed(client)
+        #expect(frames.map(\.type) == [0x4])  // the SETTINGS ACK
+        #expect(frames[0].flags == 0x1)
+        guard case .request(1, let headers, let body) = session.events.first else { Issue.record("no request"); return }
+        #expect(headers[":path"] == ["/3/device/abc"] && body == Array("{\"aps\":{}}".utf8))
+        #expect(session.requests == [1, 3])
+        #expect(session.session.openStreams == 2)
+
+        let first = session.session.answer(1, status: 200, apnsID: "A-1", body: [])
+        let second = session.session.answer(3, status: 410, apnsID: "A-3", body: Array(#"{"reason":"Unregistered"}"#.utf8))
+        let again = session.session.answer(1, status: 200, apnsID: "again", body: [])
+        #expect(first && second && !again)
+        let answers = ServerFrame.all(in: session.session.takeOutput())
+        #expect(answers.map(\.type) == [0x1, 0x1, 0x0])
+        #expect(answers.map(\.flags) == [0x5, 0x4, 0x1])
+        var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+        var okBlock = answers[0].payload, goneBlock = answers[1].payload
+        let ok = try decoder.decodeHeaders(from: &okBlock)
+        #expect(ok.map(\.name) == [":status", "apns-id"] && ok[":status"] == ["200"] && ok["apns-id"] == ["A-1"])
+        let gone = try decoder.decodeHeaders(from: &goneBlock)
+        #expect(gone[":status"] == ["410"] && gone["apns-id"] == ["A-3"] && gone["content-type"] == ["application/json"])
+        #expect(String(buffer: answers[2].payload) == #"{"reason":"Unregistered"}"#)
+        #expect(session.session.openStreams == 0)
+    }
+
+    @Test func everyStatusTheSimulatorSendsDecodes() throws {
+        var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+        for status in [200, 400, 403, 405, 410, 413, 429, 500, 503] {
+            var client = ClientFrames.opened()
+            client.headers(1, endStream: true)
+            var session = Session()
+            _ = try session.feed(client)
+            session.session.answer(1, status: status, apnsID: "id", body: [])
+            var block = try #require(ServerFrame.all(in: session.session.takeOutput()).first).payload
+            #expect(try decoder.decodeHeaders(from: &block)[":status"] == [String(status)])
+        }
+    }
+
+    @Test func bytesArrivingOneAtATimeGiveTheSameRequests() throws {
+        var client = ClientFrames.opened()
+        client.headers(1)
+        client.data(1, String(repeating: "x", count: 40), endStream: false)
+        client.data(1, "y")
+        client.headers(3, endStream: true)
+        var session = HTTP2ServerSession(streamLimit: 4, bodyLimit: 100)
+        var input = ByteBuffer()
+        var bodies: [UInt32: [UInt8]] = [:]
+        for byte in client.bytes.readableBytesView {
+            input.writeInteger(byte)
+            while let event = try session.next(from: &input) {
+                if case .request(let stream, _, let body) = event { bodies[stream] = body }
+            }
+        }
+        #expect(bodies == [1: Array((String(repeating: "x", count: 40) + "y").utf8), 3: []])
+    }
+
+    @Test func aHeaderBlockInContinuationFramesIsOneRequest() throws {
+        var client = ClientFrames.opened()
+        let block = client.block(ClientFrames.request)
+        client.frame(0x1, flags: 0x1, stream: 1, Array(block.prefix(5)))
+        client.frame(0x9, stream: 1, Array(block.dropFirst(5).prefix(3)))
+        client.frame(0x9, flags: 0x4, stream: 1, Array(block.dropFirst(8)))
+        var session = Session()
+        _ = try session.feed(client)
+        #expect(session.requests == [1])
+    }
+
+    @Test func aBodyIsKeptUpToTheLimitAndCountedWhole() throws {
+        var client = ClientFrames.opened()
+        client.headers(1)
+        client.data(1, String(repeating: "z", count: 300))
+        var session = Session()
+        _ = try session.feed(client)
+        guard case .request(_, _, let body) = session.events.first else { Issue.record("no request"); return }
+        #expect(body.count == 100)
+    }
+
+    @Test func connectionErrorsSendGoAwayWithTheirCode() {
+        func check(_ name: String, _ expected: ErrorCode, _ write: (inout ClientFrames) -> Void,
+                   opened: Bool = true) {
+            var client = opened ? ClientFrames.opened() : ClientFrames()
+            write(&client)
+            var session = Session()
+            let failure = session.failure(client)
+            #expect(failure?.0 == expected, "\(name)")
+            #expect(failure?.1 == expected.rawValue, "\(name): GOAWAY")
+        }
+        check("not the preface", .protocolError, { $0.bytes.writeString("GET / HTTP/1.1\r\n\r\n") }, opened: false)
+        check("first frame not SETTINGS", .protocolError, {
+            $0.bytes.writeString("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            $0.frame(0x6, stream: 0, Array(repeating: 0, count: 8))
+        }, opened: false)
+        check("frame over 16,384 bytes", .frameSizeError, { $0.frame(0x0, stream: 1, Array(repeating: 0, count: 16_385)) })
+        check("DATA on stream 0", .protocolError, { $0.data(0) })
+        check("DATA on an idle stream", .protocolError, { $0.data(5) })
+        check("HEADERS on stream 0", .protocolError, { $0.headers(0) })
+        check("HEADERS on an even stream", .protocolError, { $0.headers(2) })
+        check("a stream id going down", .streamClosed, { $0.headers(5, endStream: true); $0.headers(3, endStream: true) })
+        check("HEADERS after END_STREAM", .streamClosed, { $0.headers(1, endStream: true); $0.headers(1, endStream: true) })
+        check("PUSH_PROMISE", .protocolError, { $0.frame(0x5, stream: 1, [0, 0, 0, 2]) })
+        check("CONTINUATION without HEADERS", .protocolError, { $0.frame(0x9, flags: 0x4, stream: 1, [0x82]) })
+        check("a frame inside a header block", .protocolError, {
+            $0.frame(0x1, stream: 1, [0x83])
+            $0.frame(0x6, stream: 0, Array(repeating: 0, count: 8))
+        })
+        check("CONTINUATION on another stream", .protocolError, {
+            $0.frame(0x1, stream: 1, [0x83])
+            $0.frame(0x9, flags: 0x4, stream: 3, [0x84])
+        })
+        check("an HPACK index of 0", .compressionError, { $0.frame(0x1, flags: 0x5, stream: 1, [0x80]) })
+        check("an HPACK index past the tables", .compressionError, { $0.frame(0x1, flags: 0x5, stream: 1, [0xFF, 0x40]) })
+        check("padding longer than the frame", .protocolError, { $0.frame(0x1, flags: 0x5 | 0x8, stream: 1, [9, 0x82]) })
+        check("a stream depending on itself", .protocolError, { $0.frame(0x1, flags: 0x5 | 0x20, stream: 1, [0, 0, 0, 1, 16]) })
+        check("SETTINGS of 5 bytes", .frameSizeError, { $0.frame(0x4, stream: 0, [0, 2, 0, 0, 0]) })
+        check("SETTINGS on a stream", .protocolError, { $0.frame(0x4, stream: 1) })
+        check("SETTINGS ACK with a payload", .frameSizeError, { $0.frame(0x4, flags: 0x1, stream: 0, [0, 2, 0, 0, 0, 0]) })
+        check("ENABLE_PUSH 2", .protocolError, { $0.settings([(0x2, 2)]) })
+        check("INITIAL_WINDOW_SIZE over 2^31-1", .flowControlError, { $0.settings([(0x4, 1 << 31)]) })
+        check("MAX_FRAME_SIZE under 16,384", .protocolError, { $0.settings([(0x5, 100)]) })
+        check("PING of 7 bytes", .frameSizeError, { $0.frame(0x6, stream: 0, Array(repeating: 0, count: 7)) })
+        check("PING on a stream", .protocolError, { $0.frame(0x6, stream: 1, Array(repeating: 0, count: 8)) })
+        check("RST_STREAM on an idle stream", .protocolError, { $0.frame(0x3, stream: 9, [0, 0, 0, 8]) })
+        check("RST_STREAM of 3 bytes", .frameSizeError, { $0.headers(1); $0.frame(0x3, stream: 1, [0, 0, 8]) })
+        check("GOAWAY on a stream", .protocolError, { $0.frame(0x7, stream: 1, Array(repeating: 0, count: 8)) })
+        check("WINDOW_UPDATE of 0 on the connection", .protocolError, { $0.windowUpdate(0, 0) })
+        check("the connection's send window over 2^31-1", .flowControlError, { $0.windowUpdate(0, 0x7FFF_FFFF) })
+        check("WINDOW_UPDATE on an idle stream", .protocolError, { $0.windowUpdate(7, 1) })
+        check("a stream after the client's GOAWAY", .protocolError, {
+            $0.frame(0x7, stream: 0, Array(repeating: 0, count: 8))
+            $0.headers(1, endStream: true)
+        })
+    }
+
+    @Test func aStreamOverTheLimitIsRefusedAndWhatFollowsOnItIgnored() throws {
+        var client = ClientFrames.opened()
+        client.headers(1)
+        client.headers(3)
+        client.headers(5, endStream: true)
+        client.data(5)  // a stream refused: its DATA ignored, not reset again
+        client.data(1)
+        var session = Session(streamLimit: 2)
+        let frames = try session.feed(client)
+        #expect(resets(frames) == [5: ErrorCode.refusedStream.rawValue])
+        #expect(session.requests == [1])
+        session.session.answer(1, status: 200, apnsID: "a", body: [])
+        var next = ClientFrames()
+        next.encoder = client.encoder
+        next.headers(7, endStream: true)
+        _ = try session.feed(next)
+        #expect(session.requests == [7])
+    }
+
+    @Test func aMalformedBlockResetsItsStreamOnlyAndItsDataIsIgnored() throws {
+        var client = ClientFrames.opened()
+        client.headers(1, [(":method", "POST"), (":scheme", "https"), (":path", "/3/device/abc"), ("Upper", "x")])
+        client.data(1)
+        client.headers(3, endStream: true)
+        var session = Session()
+        let frames = try session.feed(client)
+        #expect(resets(frames) == [1: ErrorCode.protocolError.rawValue])
+        #expect(session.events.count == 2)
+        if case .malformed(1, .invalidName) = session.events[0] {} else { Issue.record("\(session.events[0])") }
+        #expect(session.requests == [3])
+    }
+
+    @Test func trailersMustEndTheStreamAndCarryNoPseudoHeader() throws {
+        var client = ClientFrames.opened()
+        client.headers(1)
+        client.headers(1, [("x-trailer", "1")])
+        client.headers(3)
+        client.headers(3, [(":path", "/")], endStream: true)
+        client.headers(5)
+        client.data(5, endStream: false)
+        client.headers(5, [("x-trailer", "1")], endStream: true)
+        var session = Session()
+        let frames = try session.feed(client)
+        #expect(resets(frames) == [1: ErrorCode.protocolError.rawValue, 3: ErrorCode.protocolError.rawValue])
+        guard case .request(5, let headers, _) = session.events.last else { Issue.record("no request"); return }
+        #expect(headers["x-trailer"] == ["1"])
+    }
+
+    @Test func dataAfterEndStreamResetsTheStreamAndDropsItsAnswer() throws {
+        var client = ClientFrames.opened()
+        client.headers(1, endStream: true)
+        client.data(1)
+        var session = Session()
+        let frames = try session.feed(client)
+        #expect(resets(frames) == [1: ErrorCode.streamClosed.rawValue])
+        let answered = session.session.answer(1, status: 200, apnsID: "a", body: [])
+        #expect(!answered)
+    }
+
+    @Test func aStreamTheClientResetIsNotAnswered() throws {
+        var client = ClientFrames.opened()
+        client.headers(1, endStream: true)
+        client.frame(0x3, stream: 1, [0, 0, 0, 8])
+        var session = Session()
+        _ = try session.feed(client)
+        #expect(session.requests == [1])
+        #expect(!session.session.isWaiting(1))
+        let answered = session.session.answer(1, status: 200, apnsID: "a", body: [])
+        #expect(!answered)
+        #expect(session.session.takeOutput() == nil)
+    }
+
+    @Test func anAnswerBodyWaitsForTheClientsWindow() throws {
+        var client = ClientFrames.opened(settings: [(0x4, 0)])
+        client.headers(1, endStream: true)
+        var session = Session()
+        _ = try session.feed(client)
+        session.session.answer(1, status: 400, apnsID: "a", body: Array(#"{"reason":"BadTopic"}"#.utf8))
+        #expect(ServerFrame.all(in: session.session.takeOutput()).map(\.type) == [0x1])
+        var update = ClientFrames()
+        update.windowUpdate(1, 10)
+        #expect(try session.feed(update).isEmpty)  // 10 bytes: not the whole body
+        update = ClientFrames()
+        update.windowUpdate(1, 100)
+        let frames = try session.feed(update)
+        #expect(frames.map(\.type) == [0x0] && frames[0].flags == 0x1)
+        #expect(String(buffer: frames[0].payload) == #"{"reason":"BadTopic"}"#)
+        #expect(session.session.openStreams == 0)
+    }
+
+    @Test func aSmallerHeaderTableIsAnnouncedInTheNextAnswer() throws {
+        var client = ClientFrames.opened(settings: [(0x1, 0)])
+        client.headers(1, endStream: true)
+        client.headers(3, endStream: true)
+        var session = Session()
+        _ = try session.feed(client)
+        session.session.answer(1, status: 200, apnsID: "a", body: [])
+        session.session.answer(3, status: 200, apnsID: "b", body: [])
+        let frames = ServerFrame.all(in: session.session.takeOutput())
+        #expect(frames.map { $0.payload.getInteger(at: $0.payload.readerIndex, as: UInt8.self) } == [0x20, 0x88])
+        var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+        for frame in frames {
+            var block = frame.payload
+            #expect(try decoder.decodeHeaders(from: &block)[":status"] == ["200"])
+        }
+    }
+
+    @Test func pingIsAnsweredWithItsPayload() throws {
+        var client = ClientFrames.opened()
+        client.frame(0x6, stream: 0, [1, 2, 3, 4, 5, 6, 7, 8])
+        client.frame(0x6, flags: 0x1, stream: 0, [1, 2, 3, 4, 5, 6, 7, 8])  // an ACK is not answered
+        var session = Session()
+        let frames = try session.feed(client).filter { $0.type == 0x6 }
+        #expect(frames.count == 1 && frames[0].flags == 0x1)
+        #expect(Array(frames[0].payload.readableBytesView) == [1, 2, 3, 4, 5, 6, 7, 8])
+    }
+
+    @Test func bodiesGiveBackStreamAndConnectionWindows() throws {
+        var client = ClientFrames.opened()
+        client.headers(1)
+        for _ in 0..<4 { client.frame(0x0, stream: 1, Array(repeating: 0, count: 16_384)) }
+        var session = Session()
+        let frames = try session.feed(client)
+        #expect(frames.filter { $0.type == 0x8 }.map { [$0.stream] + $0.words } == [[1, 32_768], [1, 32_768]])
+        session.session.topUpReceiveWindow()
+        let topUp = ServerFrame.all(in: session.session.takeOutput())
+        #expect(topUp.map { [$0.stream] + $0.words } == [[0, 65_536]])
+    }
+
+    @Test func theRaisedLimitIsSentAndApplies() throws {
+        var client = ClientFrames.opened()
+        client.headers(1)
+        client.headers(3)
+        var session = Session(streamLimit: 1)
+        #expect(resets(try session.feed(client)) == [3: ErrorCode.refusedStream.rawValue])
+        session.session.raiseStreamLimit(to: 3)
+        let settings = ServerFrame.all(in: session.session.takeOutput())
+        #expect(settings.map(\.type) == [0x4] && settings[0].payload.readableBytes == 6)
+        var more = ClientFrames()
+        more.encoder = client.encoder
+        more.headers(5)  // at once, before the client acknowledged it
+        more.headers(7)
+        more.acknowledgeSettings()
+        more.headers(9)
+        #expect(resets(try session.feed(more)) == [9: ErrorCode.refusedStream.rawValue])
+        #expect(session.session.openStreams == 3)
+    }
+
+    /// Until the client acknowledges the server's first SETTINGS, its limit does not apply: a client may open
+    /// streams before it has read them (RFC 9113 section 6.5.3).
+    @Test func theFirstLimitAppliesOnceAcknowledged() throws {
+        var client = ClientFrames.opened(acknowledged: false)
+        client.headers(1)
+        client.headers(3)
+        client.acknowledgeSettings()
+        client.headers(5)
+        var session = Session(streamLimit: 1)
+        #expect(resets(try session.feed(client)) == [5: ErrorCode.refusedStream.rawValue])
+        #expect(session.session.openStreams == 2)
+    }
+}
