@@ -113,6 +113,26 @@ struct APIRequestCheck: Sendable {
         }
     }
 
+    private static let devicePath = Array("/3/device/".utf8)
+
+    /// The path's device token: hex digits only (either case), an even number of them, at most 100 bytes.
+    private static func token(hex: Substring.UTF8View) -> DeviceToken? {
+        guard hex.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(hex.count / 2)
+        var high: UInt8?
+        for character in hex {
+            guard let nibble = DeviceToken.nibble(character) else { return nil }
+            if let first = high {
+                bytes.append(first << 4 | nibble)
+                high = nil
+            } else {
+                high = nibble
+            }
+        }
+        return try? DeviceToken(bytes: bytes)
+    }
+
     func answer(
         headers: some Sequence<(name: String, value: String)>, body: [UInt8], authentication: APIAuthentication,
         tokenHistory: inout APITokenHistory, now: Int64, newID: () -> String
@@ -144,12 +164,10 @@ struct APIRequestCheck: Sendable {
         }
 
         guard method == "POST" else { return fail(.methodNotAllowed) }
-        guard let path, path.hasPrefix("/3/device/") else { return fail(.badPath) }
-        let hex = path.dropFirst("/3/device/".count)
+        guard let path, path.utf8.starts(with: Self.devicePath) else { return fail(.badPath) }
+        let hex = path.utf8.dropFirst(Self.devicePath.count)
         guard !hex.isEmpty else { return fail(.missingDeviceToken) }
-        guard hex.utf8.allSatisfy({ DeviceToken.nibble($0) != nil }), let token = try? DeviceToken(hex: hex) else {
-            return fail(.badDeviceToken)
-        }
+        guard let token = Self.token(hex: hex) else { return fail(.badDeviceToken) }
         if duplicate { return fail(.duplicateHeaders) }
 
         if authentication == .token {
