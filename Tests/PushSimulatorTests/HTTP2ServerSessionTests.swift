@@ -313,6 +313,18 @@ struct HTTP2ServerSessionTests {
         #expect(session.requests == [3])
     }
 
+    /// A name HPACK carries as bytes that are not ASCII: the request is malformed, not the connection.
+    @Test func aNameThatIsNotASCIIResetsItsStream() throws {
+        var client = ClientFrames.opened()
+        let block = client.block(ClientFrames.request) + [0x00, 0x02, 0xC3, 0xA9, 0x01, 0x76, 0x00, 0x01, 0xFF, 0x00]
+        client.frame(0x1, flags: 0x5, stream: 1, block)
+        client.headers(3, endStream: true)
+        var session = Session()
+        let frames = try session.feed(client)
+        #expect(resets(frames) == [1: ErrorCode.protocolError.rawValue])
+        #expect(session.requests == [3])
+    }
+
     @Test func trailersMustEndTheStreamAndCarryNoPseudoHeader() throws {
         var client = ClientFrames.opened()
         client.headers(1)

@@ -116,21 +116,21 @@ struct APIRequestCheck: Sendable {
     private static let devicePath = Array("/3/device/".utf8)
 
     /// The path's device token: hex digits only (either case), an even number of them, at most 100 bytes.
-    private static func token(hex: Substring.UTF8View) -> DeviceToken? {
-        guard hex.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(hex.count / 2)
-        var high: UInt8?
-        for character in hex {
-            guard let nibble = DeviceToken.nibble(character) else { return nil }
-            if let first = high {
-                bytes.append(first << 4 | nibble)
-                high = nil
-            } else {
-                high = nibble
+    private static func token(hex: Substring) -> DeviceToken? {
+        hex.withBorrowedUTF8 { text -> DeviceToken? in
+            guard text.count % 2 == 0 else { return nil }
+            let bytes = [UInt8](unsafeUninitializedCapacity: text.count / 2) { out, count in
+                var index = 0
+                while index < text.count {
+                    guard let high = DeviceToken.nibble(text[index]), let low = DeviceToken.nibble(text[index + 1]) else { return }
+                    out[count] = high << 4 | low
+                    count += 1
+                    index += 2
+                }
             }
+            guard bytes.count * 2 == text.count else { return nil }
+            return try? DeviceToken(bytes: bytes)
         }
-        return try? DeviceToken(bytes: bytes)
     }
 
     func answer(
@@ -165,7 +165,7 @@ struct APIRequestCheck: Sendable {
 
         guard method == "POST" else { return fail(.methodNotAllowed) }
         guard let path, path.utf8.starts(with: Self.devicePath) else { return fail(.badPath) }
-        let hex = path.utf8.dropFirst(Self.devicePath.count)
+        let hex = Substring(path.utf8.dropFirst(Self.devicePath.count))
         guard !hex.isEmpty else { return fail(.missingDeviceToken) }
         guard let token = Self.token(hex: hex) else { return fail(.badDeviceToken) }
         if duplicate { return fail(.duplicateHeaders) }

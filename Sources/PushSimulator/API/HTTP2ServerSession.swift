@@ -5,7 +5,7 @@ import NIOHPACK
 /// bytes frame by frame, keeps the streams, both directions' flow control and the settings, and hands out each
 /// complete request; its answers and every control frame collect in ``output``, which the connection writes once per
 /// read. Strict as a server must be: what RFC 9113 calls a connection error queues GOAWAY with its code and throws;
-/// a stream error resets the stream. Header blocks are decoded with `NIOHPACK`; the answers' own header blocks are
+/// a stream error resets the stream. Header blocks are decoded by ``HeaderBlockDecoder``; the answers' own header blocks are
 /// written here, never indexed and without Huffman coding (an answer's fields are `:status`, `apns-id` and sometimes
 /// `content-type`: encoding them costs a few copies).
 struct HTTP2ServerSession {
@@ -40,7 +40,7 @@ struct HTTP2ServerSession {
 
     private enum Phase { case preface, firstSettings, open }
     private var phase = Phase.preface
-    private var decoder: HPACKDecoder
+    private var decoder = HeaderBlockDecoder()
     private var streams: [UInt32: Stream] = [:]
     /// Streams this side reset: frames the client sent on them before it learnt of it are ignored (RFC 9113
     /// section 5.4.2), up to the newest ``resetMemory`` of them.
@@ -85,7 +85,6 @@ struct HTTP2ServerSession {
     init(streamLimit: Int, bodyLimit: Int, allocator: ByteBufferAllocator = ByteBufferAllocator()) {
         self.streamLimit = streamLimit
         self.bodyLimit = bodyLimit
-        self.decoder = HPACKDecoder(allocator: allocator)
         self.output = allocator.buffer(capacity: 16 * 1024)
         // The server's preface: SETTINGS, then the connection window opened to 16 MiB at once (many requests'
         // bodies arrive back to back).
@@ -276,9 +275,9 @@ struct HTTP2ServerSession {
         return try headerBlock(block, stream: id, endStream: endStream)
     }
 
-    private mutating func decode(_ block: inout ByteBuffer) throws(ConnectionError) -> HPACKHeaders {
+    private mutating func decode(_ block: ByteBuffer) throws(ConnectionError) -> HPACKHeaders {
         do {
-            return try decoder.decodeHeaders(from: &block)
+            return try decoder.decode(block)
         } catch {
             throw ConnectionError(code: .compressionError, detail: "header block: \(error)")
         }
@@ -287,8 +286,7 @@ struct HTTP2ServerSession {
     /// A whole header block on stream `id`: a new request, a request's trailers, or a block on a stream this side
     /// reset (decoded for the table's sake, then dropped).
     private mutating func headerBlock(_ block: ByteBuffer, stream id: UInt32, endStream: Bool) throws(ConnectionError) -> Event? {
-        var block = block
-        let headers = try decode(&block)
+        let headers = try decode(block)
         if id <= lastClientStream {
             if resetStreams.contains(id) { return nil }
             guard var stream = streams[id], !stream.complete else {
