@@ -114,6 +114,7 @@ struct APIRequestCheck: Sendable {
     }
 
     private static let devicePath = Array("/3/device/".utf8)
+    private static let bearer = Array("bearer ".utf8)
 
     /// The path's device token: hex digits only (either case), an even number of them, at most 100 bytes.
     private static func token(hex: Substring) -> DeviceToken? {
@@ -173,8 +174,8 @@ struct APIRequestCheck: Sendable {
         if authentication == .token {
             guard let verifier else { return fail(.missingProviderToken) }
             guard let authorization = single.authorization else { return fail(.missingProviderToken) }
-            guard authorization.hasPrefix("bearer ") else { return fail(.invalidProviderToken) }
-            let jwt = authorization.dropFirst("bearer ".count)
+            guard authorization.utf8.starts(with: Self.bearer) else { return fail(.invalidProviderToken) }
+            let jwt = Substring(authorization.utf8.dropFirst(Self.bearer.count))
             if tokenHistory.current.map({ $0 == jwt }) == true {
                 // The connection's token, verified already: only its age can change.
                 if now - tokenHistory.issuedAt > verifier.maximumAge { return fail(.expiredProviderToken) }
