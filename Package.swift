@@ -284,12 +284,13 @@ if ProcessInfo.processInfo.environment["PUSHWORKER_FUZZ"] == "1" {
     package.targets.append(.target(name: "CFuzzerDriver", path: "Fuzz/CFuzzerDriver"))
     package.targets.append(.target(name: "FuzzSupport", dependencies: ["CFuzzerDriver"], path: "Fuzz/FuzzSupport",
                                    swiftSettings: [.swiftLanguageMode(.v6)]))
-    for name in ["FuzzEventDecoder", "FuzzErrorResponse", "FuzzFeedback", "FuzzAPNsResponse", "FuzzProviderToken", "FuzzAPIRequest"] {
+    for name in ["FuzzEventDecoder", "FuzzErrorResponse", "FuzzFeedback", "FuzzAPNsResponse", "FuzzProviderToken", "FuzzAPIRequest",
+                 "FuzzHTTP2Server"] {
         package.targets.append(
             .executableTarget(
                 name: name,
                 dependencies: ["PushCore", "FuzzSupport", .product(name: "NIOCore", package: "swift-nio")]
-                    + (["FuzzEventDecoder", "FuzzAPIRequest"].contains(name) ? ["PushSimulator"] : []),
+                    + (["FuzzEventDecoder", "FuzzAPIRequest", "FuzzHTTP2Server"].contains(name) ? ["PushSimulator"] : []),
                 path: "Fuzz/\(name)",
                 swiftSettings: [.swiftLanguageMode(.v6)]
             ))

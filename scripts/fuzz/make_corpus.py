@@ -8,6 +8,8 @@
   FuzzAPNsResponse   Apple's answers (status, body) for each kind of outcome
   FuzzProviderToken  provider tokens with a signature of the right length (the parser does not verify it)
   FuzzAPIRequest     requests to the simulator's HTTP/2 API: valid ones of several push types and refused ones
+  FuzzHTTP2Server    what a client (Python's h2) sends on a connection to the API after its preface: requests with
+                     bodies, a header block in CONTINUATION frames, trailers, PING, WINDOW_UPDATE, RST_STREAM, GOAWAY
 """
 import base64
 import glob
@@ -94,6 +96,57 @@ for name, (lines, body) in requests.items():
     auth = b"\x01" if name == "token-auth" else b"\x00"
     write("FuzzAPIRequest", name, auth + "\n".join(lines).encode() + b"\x00" + body)
 
+
+def http2_connections():
+    """Client byte streams, each without the connection preface (the target adds it)."""
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    def client(**settings):
+        connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        connection.local_settings.update(settings)
+        connection.initiate_connection()
+        connection.data_to_send()  # the preface and SETTINGS: the SETTINGS again below, without the preface
+        return connection
+
+    def request(connection, stream, body=b'{"aps":{"alert":"hi"}}', extra=()):
+        headers = [(":method", "POST"), (":scheme", "https"), (":authority", "localhost"),
+                   (":path", "/3/device/" + token), ("apns-topic", "com.example.app")] + list(extra)
+        connection.send_headers(stream, headers)
+        connection.send_data(stream, body, end_stream=True)
+
+    settings = bytes.fromhex("000000040000000000")  # an empty SETTINGS
+    ack = bytes.fromhex("000000040100000000")
+    connections = {}
+    c = client()
+    request(c, 1)
+    request(c, 3, extra=[("authorization", "bearer " + "a" * 120)])
+    connections["two-requests"] = settings + ack + c.data_to_send()
+    c = client()
+    c.max_outbound_frame_size = 24  # as if the server allowed frames that small: CONTINUATION, DATA in pieces
+    request(c, 1, extra=[("x-long", "v" * 100)])
+    c.ping(b"12345678")
+    c.increment_flow_control_window(1000)
+    connections["continuation-ping-window"] = settings + ack + c.data_to_send()
+    c = client()
+    c.send_headers(1, [(":method", "POST"), (":scheme", "https"), (":authority", "a"), (":path", "/3/device/" + token)])
+    c.send_data(1, b"{}")
+    c.send_headers(1, [("x-trailer", "t")], end_stream=True)
+    c.send_headers(3, [(":method", "POST"), (":scheme", "https"), (":authority", "a"), (":path", "/")])
+    c.reset_stream(3)
+    c.close_connection()
+    connections["trailers-reset-goaway"] = settings + ack + c.data_to_send()
+    return connections
+
+
+try:
+    for name, data in http2_connections().items():
+        for step in (b"\x00", b"\x07"):
+            write("FuzzHTTP2Server", f"{name}-{step[0]}", step + data)
+except ImportError:
+    print("FuzzHTTP2Server: no h2 package; no seeds", file=sys.stderr)
+
 for target in ("FuzzEventDecoder", "FuzzErrorResponse", "FuzzFeedback", "FuzzAPNsResponse", "FuzzProviderToken",
-               "FuzzAPIRequest"):
+               "FuzzAPIRequest", "FuzzHTTP2Server"):
     print(f"{target}: {len(os.listdir(os.path.join(out, target)))} seeds")
