@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHPACK
+import PushCore
 
 /// The server side of one HTTP/2 connection as the simulated API speaks it (RFC 9113, no I/O): reads the client's
 /// bytes frame by frame, keeps the streams, both directions' flow control and the settings, and hands out each
@@ -68,9 +69,7 @@ struct HTTP2ServerSession {
     /// The connection's receive window after ``topUpReceiveWindow()``.
     static let connectionWindow = 16 << 20
     private static let windowStep = 32 * 1024
-    private static let maxWindow = Int(Int32.max)
-    private static let defaultStreamWindow = 65_535
-    private static let maxFrameSize = 16_384
+        private static let defaultStreamWindow = 65_535
 
     private struct Stream {
         var headers: HPACKHeaders?
@@ -133,13 +132,9 @@ struct HTTP2ServerSession {
             input.moveReaderIndex(forwardBy: Self.preface.count)
             phase = .firstSettings
         }
-        while input.readableBytes >= 9 {
-            let start = input.readerIndex
-            let word = input.getInteger(at: start, as: UInt32.self)!
-            let length = Int(word >> 8), type = UInt8(truncatingIfNeeded: word)
-            let flags = input.getInteger(at: start + 4, as: UInt8.self)!
-            let stream = input.getInteger(at: start + 5, as: UInt32.self)! & 0x7FFF_FFFF
-            guard length <= Self.maxFrameSize else {
+        while let header = HTTP2Wire.FrameHeader(peekingAt: input) {
+            let length = header.length, type = header.type, flags = header.flags, stream = header.stream
+            guard length <= HTTP2Wire.maxFrameSize else {
                 throw ConnectionError(code: .frameSizeError, detail: "frame of \(length) bytes")
             }
             guard let payload = input.getSlice(at: input.readerIndex + 9, length: length) else { return nil }
@@ -155,7 +150,7 @@ struct HTTP2ServerSession {
         return nil
     }
 
-    private static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+    private static let preface = HTTP2Wire.preface
 
     private mutating func frame(type: UInt8, flags: UInt8, stream: UInt32, payload: ByteBuffer) throws(ConnectionError) -> Event? {
         if let fragments, type != 0x9 || stream != fragments.stream {
@@ -211,23 +206,6 @@ struct HTTP2ServerSession {
         guard stream != 0 else { throw ConnectionError(code: .protocolError, detail: "\(name) on stream 0") }
     }
 
-    /// The payload without its padding (PADDED flag): the pad length byte, the content, the padding.
-    private static func unpadded(_ payload: ByteBuffer, flags: UInt8, skipping: Int = 0) throws(ConnectionError) -> ByteBuffer {
-        var payload = payload
-        var padding = 0
-        if flags & 0x8 != 0 {
-            guard let length = payload.readInteger(as: UInt8.self) else {
-                throw ConnectionError(code: .frameSizeError, detail: "padded frame without its pad length")
-            }
-            padding = Int(length)
-        }
-        guard payload.readableBytes >= padding + skipping else {
-            throw ConnectionError(code: .protocolError, detail: "padding longer than the frame")
-        }
-        payload.moveReaderIndex(forwardBy: skipping)
-        return payload.getSlice(at: payload.readerIndex, length: payload.readableBytes - padding)!
-    }
-
     private mutating func data(flags: UInt8, stream id: UInt32, payload: ByteBuffer) throws(ConnectionError) -> Event? {
         try requireStream(id, "DATA")
         let length = payload.readableBytes
@@ -239,7 +217,7 @@ struct HTTP2ServerSession {
             return nil
         }
         streams[id] = nil  // in place: a copy would make the append copy the body so far
-        let content = try Self.unpadded(payload, flags: flags)
+        let content = try HTTP2Wire.unpadded(payload, flags: flags)
         stream.receiveWindow -= length
         guard stream.receiveWindow >= 0 else { throw ConnectionError(code: .flowControlError, detail: "DATA beyond stream \(id)'s window") }
         stream.body.append(contentsOf: content.readableBytesView.prefix(bodyLimit - stream.body.count))
@@ -260,7 +238,7 @@ struct HTTP2ServerSession {
 
     private mutating func headers(flags: UInt8, stream id: UInt32, payload: ByteBuffer) throws(ConnectionError) -> Event? {
         try requireStream(id, "HEADERS")
-        let block = try Self.unpadded(payload, flags: flags, skipping: flags & 0x20 != 0 ? 5 : 0)
+        let block = try HTTP2Wire.unpadded(payload, flags: flags, skipping: flags & 0x20 != 0 ? 5 : 0)
         if flags & 0x20 != 0, let dependency = payload.getInteger(at: payload.readerIndex + (flags & 0x8 != 0 ? 1 : 0), as: UInt32.self),
            dependency & 0x7FFF_FFFF == id {
             // A stream error by RFC 9113 section 5.3.1, made a connection error (section 5.4 allows it): the block
@@ -322,54 +300,45 @@ struct HTTP2ServerSession {
     }
 
     private mutating func settings(flags: UInt8, stream: UInt32, payload: ByteBuffer) throws(ConnectionError) {
-        guard stream == 0 else { throw ConnectionError(code: .protocolError, detail: "SETTINGS on stream \(stream)") }
-        if flags & 0x1 != 0 {
-            guard payload.readableBytes == 0 else { throw ConnectionError(code: .frameSizeError, detail: "SETTINGS ACK with a payload") }
+        guard let parameters = try HTTP2Wire.settingsParameters(flags: flags, stream: stream, payload: payload) else {
             if !unacknowledgedLimits.isEmpty { acknowledgedLimit = unacknowledgedLimits.removeFirst() }
             return
         }
-        guard payload.readableBytes % 6 == 0 else { throw ConnectionError(code: .frameSizeError, detail: "SETTINGS of \(payload.readableBytes) bytes") }
-        var payload = payload
-        while let parameter = payload.readInteger(as: UInt16.self), let value = payload.readInteger(as: UInt32.self) {
+        for (parameter, value) in parameters {
             switch parameter {
             case 0x1:
                 pendingTableSizeUpdate = min(pendingTableSizeUpdate ?? 4096, Int(value))
-            case 0x2:
-                guard value <= 1 else { throw ConnectionError(code: .protocolError, detail: "SETTINGS_ENABLE_PUSH \(value)") }
             case 0x4:
-                guard value <= Self.maxWindow else { throw ConnectionError(code: .flowControlError, detail: "SETTINGS_INITIAL_WINDOW_SIZE \(value)") }
                 let delta = Int(value) - peerInitialWindow
                 peerInitialWindow = Int(value)
                 for id in streams.keys {
                     streams[id]!.sendWindow += delta
-                    guard streams[id]!.sendWindow <= Self.maxWindow else {
+                    guard streams[id]!.sendWindow <= HTTP2Wire.maxWindow else {
                         throw ConnectionError(code: .flowControlError, detail: "stream \(id)'s window over 2^31-1")
                     }
                 }
             case 0x5:
-                guard (16_384...16_777_215).contains(value) else { throw ConnectionError(code: .protocolError, detail: "SETTINGS_MAX_FRAME_SIZE \(value)") }
                 peerMaxFrameSize = Int(value)
             default:
                 break  // MAX_CONCURRENT_STREAMS (this side opens none), MAX_HEADER_LIST_SIZE, unknown ones
             }
         }
-        writeFrameHeader(length: 0, type: 0x4, flags: 0x1, stream: 0)
+        writeFrameHeader(length: 0, type: HTTP2Wire.settings, flags: HTTP2Wire.ack, stream: 0)
         sendBlocked()
     }
 
     private mutating func windowUpdate(stream id: UInt32, payload: ByteBuffer) throws(ConnectionError) {
-        guard payload.readableBytes == 4 else { throw ConnectionError(code: .frameSizeError, detail: "WINDOW_UPDATE of \(payload.readableBytes) bytes") }
-        let increment = Int(payload.getInteger(at: payload.readerIndex, as: UInt32.self)! & 0x7FFF_FFFF)
+        let increment = try HTTP2Wire.windowIncrement(payload)
         if id == 0 {
             guard increment > 0 else { throw ConnectionError(code: .protocolError, detail: "WINDOW_UPDATE of 0 on the connection") }
             sendWindow += increment
-            guard sendWindow <= Self.maxWindow else { throw ConnectionError(code: .flowControlError, detail: "the connection's window over 2^31-1") }
+            guard sendWindow <= HTTP2Wire.maxWindow else { throw ConnectionError(code: .flowControlError, detail: "the connection's window over 2^31-1") }
         } else {
             guard id <= lastClientStream else { throw ConnectionError(code: .protocolError, detail: "WINDOW_UPDATE on idle stream \(id)") }
             guard streams[id] != nil else { return }
             guard increment > 0 else { resetByThisSide(id, .protocolError); return }
             streams[id]!.sendWindow += increment
-            guard streams[id]!.sendWindow <= Self.maxWindow else { resetByThisSide(id, .flowControlError); return }
+            guard streams[id]!.sendWindow <= HTTP2Wire.maxWindow else { resetByThisSide(id, .flowControlError); return }
         }
         sendBlocked()
     }
@@ -379,8 +348,7 @@ struct HTTP2ServerSession {
     private mutating func resetByThisSide(_ id: UInt32, _ code: ErrorCode) {
         streams[id] = nil
         blocked.removeAll { $0.stream == id }
-        writeFrameHeader(length: 4, type: 0x3, flags: 0, stream: id)
-        output.writeInteger(code.rawValue)
+        HTTP2Wire.writeReset(stream: id, code: code, to: &output)
         if resetStreams.insert(id).inserted {
             resetOrder.append(id)
             if resetOrder.count > Self.resetMemory {
@@ -412,17 +380,16 @@ struct HTTP2ServerSession {
         guard let stream = streams[id], stream.complete else { return false }
         let start = output.writerIndex
         writeFrameHeader(length: 0, type: 0x1, flags: body.isEmpty ? 0x5 : 0x4, stream: id)
-        let blockStart = output.writerIndex
         if let size = pendingTableSizeUpdate {
             pendingTableSizeUpdate = nil
-            writeHPACKInteger(size, prefixBits: 5, pattern: 0x20)
+            HTTP2Wire.writeHPACKInteger(size, prefixBits: 5, pattern: 0x20, to: &output)
         }
         writeStatus(status)
         // apns-id: a literal without indexing, with a new name (never indexed: each value is unique).
         output.writeInteger(UInt8(0))
         output.writeInteger(UInt8(7))
         output.writeStaticString("apns-id")
-        writeHPACKInteger(apnsID.utf8.count, prefixBits: 7, pattern: 0)
+        HTTP2Wire.writeHPACKInteger(apnsID.utf8.count, prefixBits: 7, pattern: 0, to: &output)
         output.writeString(apnsID)
         if !body.isEmpty {
             // content-type (static index 31), literal without indexing.
@@ -431,9 +398,7 @@ struct HTTP2ServerSession {
             output.writeInteger(UInt8(16))
             output.writeStaticString("application/json")
         }
-        let length = output.writerIndex - blockStart
-        output.setInteger(UInt8(length >> 16), at: start)
-        output.setInteger(UInt16(truncatingIfNeeded: length), at: start + 1)
+        HTTP2Wire.patchLength(ofFrameAt: start, in: &output)
         if body.isEmpty {
             streams[id] = nil
         } else {
@@ -490,58 +455,23 @@ struct HTTP2ServerSession {
 
     /// Queues GOAWAY naming `lastStream`: streams up to it are still answered.
     mutating func writeGoAway(lastStream: UInt32, code: ErrorCode = .noError) {
-        writeFrameHeader(length: 8, type: 0x7, flags: 0, stream: 0)
-        output.writeInteger(lastStream)
-        output.writeInteger(code.rawValue)
+        HTTP2Wire.writeGoAway(lastStream: lastStream, code: code, to: &output)
     }
 
     private mutating func writeSettings(_ parameters: [(UInt16, UInt32)]) {
-        writeFrameHeader(length: 6 * parameters.count, type: 0x4, flags: 0, stream: 0)
-        for (parameter, value) in parameters {
-            output.writeInteger(parameter)
-            output.writeInteger(value)
-        }
+        HTTP2Wire.writeSettings(parameters, to: &output)
     }
 
     private mutating func writeWindowUpdate(stream: UInt32, increment: Int) {
-        writeFrameHeader(length: 4, type: 0x8, flags: 0, stream: stream)
-        output.writeInteger(UInt32(increment))
+        HTTP2Wire.writeWindowUpdate(stream: stream, increment: increment, to: &output)
     }
 
     private mutating func writeFrameHeader(length: Int, type: UInt8, flags: UInt8, stream: UInt32) {
-        output.writeInteger(UInt8(truncatingIfNeeded: length >> 16))
-        output.writeInteger(UInt16(truncatingIfNeeded: length))
-        output.writeInteger(type)
-        output.writeInteger(flags)
-        output.writeInteger(stream)
-    }
-
-    /// RFC 7541 section 5.1's integer: `prefixBits` bits in the first byte (whose other bits are `pattern`), then
-    /// 7 bits a byte.
-    private mutating func writeHPACKInteger(_ value: Int, prefixBits: Int, pattern: UInt8) {
-        let limit = (1 << prefixBits) - 1
-        guard value >= limit else { output.writeInteger(pattern | UInt8(value)); return }
-        output.writeInteger(pattern | UInt8(limit))
-        var rest = value - limit
-        while rest >= 128 {
-            output.writeInteger(UInt8(rest & 0x7F | 0x80))
-            rest >>= 7
-        }
-        output.writeInteger(UInt8(rest))
+        HTTP2Wire.writeFrameHeader(length: length, type: type, flags: flags, stream: stream, to: &output)
     }
 }
 
 extension HTTP2ServerSession {
-    /// An HTTP/2 connection error (RFC 9113 section 5.4.1): the session has queued its GOAWAY; the caller writes the
-    /// output and closes.
-    struct ConnectionError: Error, Equatable {
-        var code: ErrorCode
-        var detail: String
-    }
-
-    /// RFC 9113 section 7's error codes the simulated API sends.
-    enum ErrorCode: UInt32, Sendable {
-        case noError = 0x0, protocolError = 0x1, internalError = 0x2, flowControlError = 0x3, streamClosed = 0x5
-        case frameSizeError = 0x6, refusedStream = 0x7, compressionError = 0x9
-    }
+    typealias ConnectionError = HTTP2Wire.ConnectionError
+    typealias ErrorCode = HTTP2Wire.ErrorCode
 }

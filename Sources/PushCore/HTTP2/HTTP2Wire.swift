@@ -1,0 +1,165 @@
+import NIOCore
+
+/// What both ends of an HTTP/2 connection read and write the same way (RFC 9113 section 4, RFC 7541 section 5.1):
+/// frame headers, padding, error codes, HPACK integers. The simulator's server session and the worker's client
+/// session are built on it.
+public enum HTTP2Wire {
+    /// The client's connection preface.
+    public static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+
+    /// The largest frame payload either side accepts (the default SETTINGS_MAX_FRAME_SIZE; neither raises it).
+    public static let maxFrameSize = 16_384
+    /// The largest flow-control window (RFC 9113 section 6.9.1).
+    public static let maxWindow = Int(Int32.max)
+    public static let defaultWindow = 65_535
+
+    /// RFC 9113 section 7's error codes.
+    public enum ErrorCode: UInt32, Sendable {
+        case noError = 0x0, protocolError = 0x1, internalError = 0x2, flowControlError = 0x3, settingsTimeout = 0x4
+        case streamClosed = 0x5, frameSizeError = 0x6, refusedStream = 0x7, cancel = 0x8, compressionError = 0x9
+        case connectError = 0xA, enhanceYourCalm = 0xB, inadequateSecurity = 0xC, http11Required = 0xD
+    }
+
+    /// A connection error (RFC 9113 section 5.4.1): the session that throws it has queued its GOAWAY.
+    public struct ConnectionError: Error, Equatable, Sendable {
+        public var code: ErrorCode
+        public var detail: String
+
+        public init(code: ErrorCode, detail: String) {
+            self.code = code
+            self.detail = detail
+        }
+    }
+
+    /// A frame's 9-byte header.
+    public struct FrameHeader: Sendable {
+        public var length: Int
+        public var type: UInt8
+        public var flags: UInt8
+        public var stream: UInt32
+
+        /// The header at the buffer's reader index, nil when fewer than 9 bytes are there.
+        public init?(peekingAt buffer: ByteBuffer) {
+            guard buffer.readableBytes >= 9 else { return nil }
+            let start = buffer.readerIndex
+            let word = buffer.getInteger(at: start, as: UInt32.self)!
+            length = Int(word >> 8)
+            type = UInt8(truncatingIfNeeded: word)
+            flags = buffer.getInteger(at: start + 4, as: UInt8.self)!
+            stream = buffer.getInteger(at: start + 5, as: UInt32.self)! & 0x7FFF_FFFF
+        }
+    }
+
+    // Frame types and flags.
+    public static let data: UInt8 = 0x0, headers: UInt8 = 0x1, priority: UInt8 = 0x2, rstStream: UInt8 = 0x3
+    public static let settings: UInt8 = 0x4, pushPromise: UInt8 = 0x5, ping: UInt8 = 0x6, goAway: UInt8 = 0x7
+    public static let windowUpdate: UInt8 = 0x8, continuation: UInt8 = 0x9
+    public static let endStream: UInt8 = 0x1, ack: UInt8 = 0x1, endHeaders: UInt8 = 0x4, padded: UInt8 = 0x8
+    public static let priorityFlag: UInt8 = 0x20
+
+    /// The payload without its padding (PADDED flag: the pad length byte, the content, the padding), `skipping`
+    /// bytes after the pad length (a HEADERS frame's priority fields).
+    public static func unpadded(_ payload: ByteBuffer, flags: UInt8, skipping: Int = 0) throws(ConnectionError) -> ByteBuffer {
+        var payload = payload
+        var padding = 0
+        if flags & padded != 0 {
+            guard let length = payload.readInteger(as: UInt8.self) else {
+                throw ConnectionError(code: .frameSizeError, detail: "padded frame without its pad length")
+            }
+            padding = Int(length)
+        }
+        guard payload.readableBytes >= padding + skipping else {
+            throw ConnectionError(code: .protocolError, detail: "padding longer than the frame")
+        }
+        payload.moveReaderIndex(forwardBy: skipping)
+        return payload.getSlice(at: payload.readerIndex, length: payload.readableBytes - padding)!
+    }
+
+    public static func writeFrameHeader(length: Int, type: UInt8, flags: UInt8, stream: UInt32, to buffer: inout ByteBuffer) {
+        buffer.writeInteger(UInt32(truncatingIfNeeded: length) << 8 | UInt32(type))
+        buffer.writeInteger(flags)
+        buffer.writeInteger(stream)
+    }
+
+    /// Sets the length of a frame whose header starts at `start`, once its payload is written after it.
+    public static func patchLength(ofFrameAt start: Int, in buffer: inout ByteBuffer) {
+        let length = buffer.writerIndex - start - 9
+        buffer.setInteger(UInt8(truncatingIfNeeded: length >> 16), at: start)
+        buffer.setInteger(UInt16(truncatingIfNeeded: length), at: start + 1)
+    }
+
+    public static func writeSettings(_ parameters: [(UInt16, UInt32)], to buffer: inout ByteBuffer) {
+        writeFrameHeader(length: 6 * parameters.count, type: settings, flags: 0, stream: 0, to: &buffer)
+        for (parameter, value) in parameters {
+            buffer.writeInteger(parameter)
+            buffer.writeInteger(value)
+        }
+    }
+
+    public static func writeWindowUpdate(stream: UInt32, increment: Int, to buffer: inout ByteBuffer) {
+        writeFrameHeader(length: 4, type: windowUpdate, flags: 0, stream: stream, to: &buffer)
+        buffer.writeInteger(UInt32(increment))
+    }
+
+    public static func writeReset(stream: UInt32, code: ErrorCode, to buffer: inout ByteBuffer) {
+        writeFrameHeader(length: 4, type: rstStream, flags: 0, stream: stream, to: &buffer)
+        buffer.writeInteger(code.rawValue)
+    }
+
+    public static func writeGoAway(lastStream: UInt32, code: ErrorCode, to buffer: inout ByteBuffer) {
+        writeFrameHeader(length: 8, type: goAway, flags: 0, stream: 0, to: &buffer)
+        buffer.writeInteger(lastStream)
+        buffer.writeInteger(code.rawValue)
+    }
+
+    /// RFC 7541 section 5.1's integer: `prefixBits` bits in the first byte (whose other bits are `pattern`), then
+    /// 7 bits a byte.
+    public static func writeHPACKInteger(_ value: Int, prefixBits: Int, pattern: UInt8, to buffer: inout ByteBuffer) {
+        let limit = (1 << prefixBits) - 1
+        guard value >= limit else {
+            buffer.writeInteger(pattern | UInt8(value))
+            return
+        }
+        buffer.writeInteger(pattern | UInt8(limit))
+        var rest = value - limit
+        while rest >= 128 {
+            buffer.writeInteger(UInt8(rest & 0x7F | 0x80))
+            rest >>= 7
+        }
+        buffer.writeInteger(UInt8(rest))
+    }
+
+    /// A SETTINGS frame's parameters, checked as RFC 9113 section 6.5.2 has it for either side (SETTINGS_ENABLE_PUSH
+    /// 0 or 1, SETTINGS_INITIAL_WINDOW_SIZE at most 2^31-1, SETTINGS_MAX_FRAME_SIZE within 2^14...2^24-1), after the
+    /// frame's own checks (stream 0, a whole number of parameters, an ACK empty). Nil for an ACK.
+    public static func settingsParameters(flags: UInt8, stream: UInt32, payload: ByteBuffer) throws(ConnectionError) -> [(UInt16, UInt32)]? {
+        guard stream == 0 else { throw ConnectionError(code: .protocolError, detail: "SETTINGS on stream \(stream)") }
+        if flags & ack != 0 {
+            guard payload.readableBytes == 0 else { throw ConnectionError(code: .frameSizeError, detail: "SETTINGS ACK with a payload") }
+            return nil
+        }
+        guard payload.readableBytes % 6 == 0 else { throw ConnectionError(code: .frameSizeError, detail: "SETTINGS of \(payload.readableBytes) bytes") }
+        var payload = payload
+        var parameters: [(UInt16, UInt32)] = []
+        while let parameter = payload.readInteger(as: UInt16.self), let value = payload.readInteger(as: UInt32.self) {
+            switch parameter {
+            case 0x2 where value > 1:
+                throw ConnectionError(code: .protocolError, detail: "SETTINGS_ENABLE_PUSH \(value)")
+            case 0x4 where value > maxWindow:
+                throw ConnectionError(code: .flowControlError, detail: "SETTINGS_INITIAL_WINDOW_SIZE \(value)")
+            case 0x5 where !(16_384...16_777_215).contains(value):
+                throw ConnectionError(code: .protocolError, detail: "SETTINGS_MAX_FRAME_SIZE \(value)")
+            default:
+                parameters.append((parameter, value))
+            }
+        }
+        return parameters
+    }
+
+    /// A WINDOW_UPDATE frame's increment, after its length check; 0 is left to the caller (a stream error on a
+    /// stream, a connection error on the connection).
+    public static func windowIncrement(_ payload: ByteBuffer) throws(ConnectionError) -> Int {
+        guard payload.readableBytes == 4 else { throw ConnectionError(code: .frameSizeError, detail: "WINDOW_UPDATE of \(payload.readableBytes) bytes") }
+        return Int(payload.getInteger(at: payload.readerIndex, as: UInt32.self)! & 0x7FFF_FFFF)
+    }
+}
