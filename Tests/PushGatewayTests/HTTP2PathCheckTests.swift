@@ -1,6 +1,7 @@
 import NIOCore
 import NIOEmbedded
-import NIOHTTP2
+import NIOHPACK
+import PushCore
 import Synchronization
 import Testing
 @testable import PushGateway
@@ -31,19 +32,38 @@ struct HTTP2PathCheckTests {
         }
         let channel = EmbeddedChannel(handler: handler)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
-        try channel.writeInbound(HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: 10)]))))
+        var serverPreface = ByteBuffer()
+        HTTP2Wire.writeSettings([(0x3, 10)], to: &serverPreface)
+        try channel.writeInbound(serverPreface)
+        _ = try outbound(channel)  // the preface and the SETTINGS ACK
         return (channel, handler)
     }
 
-    static func outbound(_ channel: EmbeddedChannel) throws -> [HTTP2Frame.FramePayload] {
-        var frames: [HTTP2Frame.FramePayload] = []
-        while let frame = try channel.readOutbound(as: HTTP2Frame.self) { frames.append(frame.payload) }
+    /// A frame the connection wrote.
+    struct Frame {
+        var type: UInt8
+        var flags: UInt8
+        var payload: ByteBuffer
+    }
+
+    /// The frames written since the last call, without the connection's housekeeping (SETTINGS, WINDOW_UPDATE).
+    static func outbound(_ channel: EmbeddedChannel) throws -> [Frame] {
+        var bytes = ByteBuffer()
+        while var buffer = try channel.readOutbound(as: ByteBuffer.self) { bytes.writeBuffer(&buffer) }
+        if bytes.readableBytesView.starts(with: HTTP2Wire.preface) { bytes.moveReaderIndex(forwardBy: HTTP2Wire.preface.count) }
+        var frames: [Frame] = []
+        while let header = HTTP2Wire.FrameHeader(peekingAt: bytes) {
+            bytes.moveReaderIndex(forwardBy: 9)
+            let payload = bytes.readSlice(length: header.length)!
+            if header.type != HTTP2Wire.settings && header.type != HTTP2Wire.windowUpdate {
+                frames.append(Frame(type: header.type, flags: header.flags, payload: payload))
+            }
+        }
+        #expect(bytes.readableBytes == 0)
         return frames
     }
 
-    static func isPing(_ payload: HTTP2Frame.FramePayload) -> Bool {
-        if case .ping(_, ack: false) = payload { true } else { false }
-    }
+    static func isPing(_ frame: Frame) -> Bool { frame.type == HTTP2Wire.ping && frame.flags & HTTP2Wire.ack == 0 }
 
     @Test func aRecentlyActiveConnectionTakesStreamsAtOnce() throws {
         let seen = Seen()
@@ -58,13 +78,15 @@ struct HTTP2PathCheckTests {
     @Test func requestsNameTheAuthorityAfterThePath() throws {
         let (channel, handler) = try Self.connection(Seen(), authority: "api.push.apple.com:2197")
         #expect(handler.submit(HTTP2ClientConnectionTests.deliveries(1)).isEmpty)
-        guard case .headers(let headers) = try Self.outbound(channel).first else {
+        guard var block = try Self.outbound(channel).first(where: { $0.type == HTTP2Wire.headers })?.payload else {
             Issue.record("no HEADERS frame")
             return
         }
-        let names = headers.headers.map(\.name)
+        var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+        let headers = try decoder.decodeHeaders(from: &block)
+        let names = headers.map(\.name)
         #expect(Array(names.prefix(5)) == [":method", ":scheme", ":path", ":authority", "apns-topic"])
-        #expect(headers.headers.first(name: ":authority") == "api.push.apple.com:2197")
+        #expect(headers.first(name: ":authority") == "api.push.apple.com:2197")
     }
 
     @Test func theAuthorityOmitsPort443AndBracketsAnIPv6Literal() {
@@ -88,7 +110,10 @@ struct HTTP2PathCheckTests {
         let frames = try Self.outbound(channel)
         #expect(frames.count == 1 && Self.isPing(frames[0]))
         // The answer re-opens the connection and says so.
-        try channel.writeInbound(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 2), ack: true)))
+        var pingAck = ByteBuffer()
+        HTTP2Wire.writeFrameHeader(length: 8, type: HTTP2Wire.ping, flags: HTTP2Wire.ack, stream: 0, to: &pingAck)
+        pingAck.writeInteger(UInt64(2))
+        try channel.writeInbound(pingAck)
         #expect(handler.available == 10)
         #expect(seen.capacity == capacityBefore + 1)
         #expect(handler.submit(HTTP2ClientConnectionTests.deliveries(3)).isEmpty)

@@ -1,6 +1,4 @@
 import NIOCore
-import NIOHPACK
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import PushCore
@@ -31,17 +29,18 @@ public struct HTTP2Answer: Sendable {
     public var latency: Int64
 }
 
-/// One HTTP/2 connection to the provider API: a handler behind `NIOHTTP2Handler` in client mode, at frame level
-/// (no channel per stream). It keeps an ``HTTP2StreamBook`` and carries out its answers: opens a stream per
-/// submitted request (HEADERS with the request's fields and the current provider token, then DATA with the body),
+/// One HTTP/2 connection to the provider API: the handler behind TLS, speaking HTTP/2 through its
+/// ``HTTP2ClientSession`` (frames, flow control, HPACK; no channel per stream). It keeps an ``HTTP2StreamBook`` and
+/// carries out its answers: opens a stream per submitted request (HEADERS with the request's fields and the current
+/// provider token, then DATA with the body),
 /// reads each response's status and JSON body, follows SETTINGS, GOAWAY and RST_STREAM, resets streams whose
 /// deadline passed, gives the connection's flow-control window back, sends PING when idle and before reuse after a
 /// long idle, and closes a connection whose PING goes unanswered. Everything happens on the channel's event loop; `onEvent` is called there. Responses
 /// are reported together once per read from the socket (with one capacity event after them), so that the owner
 /// settles and refills in batches rather than once per stream.
 public final class HTTP2ClientConnection: ChannelInboundHandler {
-    public typealias InboundIn = HTTP2Frame
-    public typealias OutboundOut = HTTP2Frame
+    public typealias InboundIn = ByteBuffer
+    public typealias OutboundOut = ByteBuffer
 
     /// The connection's settings.
     public struct Settings: Sendable {
@@ -72,8 +71,9 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     private let authorization: @Sendable () -> String?
     private let onEvent: @Sendable (HTTP2ConnectionEvent) -> Void
     private var context: ChannelHandlerContext?
-    /// Below the HTTP/2 handler: lets `submit` flush per stream and write to the socket once.
-    var coalescer: FlushCoalescer?
+    private var session = HTTP2ClientSession()
+    /// Bytes read but not yet a whole frame.
+    private var inbound = ByteBuffer()
     /// Responses being read: status and body so far.
     private var responses: [UInt32: (status: Int, body: [UInt8])] = [:]
     private var deadlineTimer: Scheduled<Void>?
@@ -84,16 +84,15 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     /// A PING sent before reuse after a long idle is unanswered: no stream opens until something arrives.
     private var checkingPath = false
     private var pathCheckTimer: Scheduled<Void>?
-    /// DATA bytes read since the last connection WINDOW_UPDATE.
-    private var unacknowledged = 0
     private var announcedDraining = false
     /// Responses completed during the current read, reported at its end.
     private var answers: [HTTP2Answer] = []
     /// Streams finished during the current read: capacity to announce at its end.
     private var streamsFreed = false
-    /// Whether the channel is active: `NIOHTTP2Handler` has sent the connection preface (it does on channelActive,
-    /// which reaches this handler after it; a connect future completes before that).
+    /// Whether the channel is active and the connection preface written.
     private var active = false
+    /// The server broke the protocol: GOAWAY is written, the connection closing, nothing more read.
+    private var failed = false
 
     /// - Parameters:
     ///   - authorization: the provider token to send with each request (nil with certificate authentication);
@@ -126,13 +125,24 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
         self.context = context
         lastRead = context.eventLoop.now
         schedulePing(context: context)
-        if context.channel.isActive { active = true }
+        if context.channel.isActive { start(context: context) }
     }
 
     public func channelActive(context: ChannelHandlerContext) {
-        active = true
+        start(context: context)
         context.fireChannelActive()
         onEvent(.capacity(available))
+    }
+
+    /// Writes the connection preface (once).
+    private func start(context: ChannelHandlerContext) {
+        guard !active else { return }
+        active = true
+        writeOutput(context: context)
+    }
+
+    private func writeOutput(context: ChannelHandlerContext) {
+        if let output = session.takeOutput() { context.writeAndFlush(wrapOutboundOut(output), promise: nil) }
     }
 
     public func handlerRemoved(context: ChannelHandlerContext) {
@@ -146,19 +156,12 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
 
     /// Opens a stream for each request, as many as are available (the rest are returned), and writes to the socket
     /// once.
-    ///
-    /// Each stream is flushed through the HTTP/2 handler on its own (the socket write waits in ``FlushCoalescer``
-    /// until the end): the handler sends the DATA frames of one flush in the order of a hash set, so a batch flushed
-    /// together would reach the server out of order, be answered out of order, and every stream closed away from the
-    /// oldest end costs both sides' HTTP/2 state a shift of up to all open streams.
     public func submit(_ deliveries: [HTTP2Delivery]) -> [HTTP2Delivery] {
         guard let context, available > 0 else { return deliveries }
         if book.openCount == 0, context.eventLoop.now - lastRead >= settings.reuseCheckAfter {
             checkPath(context: context)
             return deliveries
         }
-        coalescer?.hold()
-        defer { coalescer?.release() }
         let now = NIODeadline.now().uptimeNanoseconds
         var rest: [HTTP2Delivery] = []
         let token = authorization()
@@ -170,19 +173,11 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
             }
             delivery.sends += 1
             delivery.authorization = token
+            let request = delivery.request
             let id = book.start(delivery, now: Int64(now))
-            let stream = HTTP2StreamID(Int(id))
-            var headers = HPACKHeaders()
-            headers.reserveCapacity(11)
-            delivery.request.forEachHeaderField(authority: settings.authority, bearer: bearer) { name, value, perRequest in
-                headers.add(name: name, value: value, indexing: perRequest ? .nonIndexable : .indexable)
-            }
-            headers.add(name: "content-length", value: String(delivery.request.body.count), indexing: .indexable)
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: headers)))), promise: nil)
-            let body = context.channel.allocator.buffer(bytes: delivery.request.body)
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
-            context.flush()
+            session.send(request, stream: id, authority: settings.authority, bearer: bearer)
         }
+        writeOutput(context: context)
         armDeadlineTimer(context: context)
         announceDrainingIfNeeded()
         return rest
@@ -198,7 +193,8 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     // MARK: Receiving
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
+        guard !failed else { return }
+        var buffer = unwrapInboundIn(data)
         lastRead = context.eventLoop.now
         pingOutstanding = false
         if checkingPath {
@@ -207,44 +203,55 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
             pathCheckTimer?.cancel()
             streamsFreed = true
         }
-        let id = UInt32(Int32(frame.streamID))
-        switch frame.payload {
-        case .headers(let headers):
-            if let status = headers.headers.first(name: ":status").flatMap({ Int($0) }) {
+        if inbound.readableBytes == 0 {
+            inbound = buffer
+        } else {
+            inbound.writeBuffer(&buffer)
+        }
+        do {
+            while let event = try session.next(from: &inbound) { handle(event) }
+        } catch {
+            // The server broke the protocol (GOAWAY with the error's code is written): what was open is lost.
+            failed = true
+            writeOutput(context: context)
+            context.close(promise: nil)
+        }
+    }
+
+    private func handle(_ event: HTTP2ClientSession.Event) {
+        switch event {
+        case .headers(let id, let status, let endStream):
+            if let status {
                 if (100..<200).contains(status) { return }  // informational: the final headers follow
                 responses[id] = (status, responses[id]?.body ?? [])
             }
-            if headers.endStream { complete(id) }
-        case .data(let data):
-            if case .byteBuffer(let buffer) = data.data {
-                consumed(buffer.readableBytes + (data.paddingBytes ?? 0), context: context)
-                // Apple's bodies are a few dozen bytes; a larger one is cut (the reason is at its start).
-                if var response = responses[id], response.body.count < 4096 {
-                    response.body.append(contentsOf: buffer.readableBytesView.prefix(4096 - response.body.count))
-                    responses[id] = response
-                }
+            if endStream { complete(id) }
+        case .data(let id, let buffer, let endStream):
+            // Apple's bodies are a few dozen bytes; a larger one is cut (the reason is at its start).
+            if var response = responses[id], response.body.count < 4096 {
+                response.body.append(contentsOf: buffer.readableBytesView.prefix(4096 - response.body.count))
+                responses[id] = response
             }
-            if data.endStream { complete(id) }
-        case .rstStream(let code):
+            if endStream { complete(id) }
+        case .reset(let id, let code):
             responses[id] = nil
             guard let delivery = book.reset(id) else { return }
-            if code == .refusedStream {
+            if code == HTTP2Wire.ErrorCode.refusedStream.rawValue {
                 onEvent(.unprocessed([delivery]))
             } else {
-                onEvent(.lost([delivery], reason: "stream reset by the server (\(code))"))
+                let name = HTTP2Wire.ErrorCode(rawValue: code).map { "\($0)" } ?? "0x\(String(code, radix: 16))"
+                onEvent(.lost([delivery], reason: "stream reset by the server (\(name))"))
             }
             streamFreed()
-        case .settings(.settings(let values)):
+        case .settings(let limit):
             let before = book.available
-            book.settings(maxConcurrentStreams: values.last { $0.parameter == .maxConcurrentStreams }?.value)
+            book.settings(maxConcurrentStreams: limit)
             if book.available > before || before == 0 { onEvent(.capacity(book.available)) }
-        case .goAway(let lastStreamID, _, _):
-            let unprocessed = book.goAway(lastStreamID: UInt32(Int32(lastStreamID)))
+        case .goAway(let lastStreamID):
+            let unprocessed = book.goAway(lastStreamID: lastStreamID)
             announceDrainingIfNeeded()
             if !unprocessed.isEmpty { onEvent(.unprocessed(unprocessed)) }
             closeIfFinished()
-        default:
-            break
         }
     }
 
@@ -283,7 +290,8 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
 
     public func channelReadComplete(context: ChannelHandlerContext) {
         if streamsFreed || !answers.isEmpty { streamsFinished() }
-        context.flush()
+        if !failed { session.topUpReceiveWindow() }
+        writeOutput(context: context)
         context.fireChannelReadComplete()
     }
 
@@ -309,15 +317,6 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
 
     // MARK: Flow control, deadlines, PING
 
-    private func consumed(_ bytes: Int, context: ChannelHandlerContext) {
-        guard bytes > 0 else { return }
-        unacknowledged += bytes
-        if unacknowledged >= 16 * 1024 {
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unacknowledged))), promise: nil)
-            unacknowledged = 0
-        }
-    }
-
     private func armDeadlineTimer(context: ChannelHandlerContext) {
         guard let next = book.nextDeadline else { return }
         if let timerDeadline, timerDeadline <= next { return }
@@ -334,10 +333,10 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
         let expired = book.expire(now: Int64(NIODeadline.now().uptimeNanoseconds))
         for (stream, _) in expired {
             responses[stream] = nil
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: HTTP2StreamID(Int(stream)), payload: .rstStream(.cancel))), promise: nil)
+            session.cancel(stream)
         }
         if !expired.isEmpty {
-            context.flush()
+            writeOutput(context: context)
             onEvent(.lost(expired.map(\.request), reason: "no response within \(settings.requestTimeout.nanoseconds / 1_000_000) ms"))
             streamsFinished()
         }
@@ -354,7 +353,8 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
             }
             if context.eventLoop.now - lastRead >= settings.pingInterval {
                 pingOutstanding = true
-                context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 1), ack: false))), promise: nil)
+                session.ping(1)
+                writeOutput(context: context)
                 pingTimer = context.eventLoop.assumeIsolated().scheduleTask(in: settings.pingTimeout) { [self] in
                     guard let context = self.context else { return }
                     if pingOutstanding { context.close(promise: nil) } else { schedulePing(context: context) }
@@ -368,7 +368,8 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     /// Sends PING before a long-idle connection takes streams again; closes it if nothing comes back in time.
     private func checkPath(context: ChannelHandlerContext) {
         checkingPath = true
-        context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 2), ack: false))), promise: nil)
+        session.ping(2)
+        writeOutput(context: context)
         pathCheckTimer = context.eventLoop.assumeIsolated().scheduleTask(in: settings.pingTimeout) { [self] in
             if checkingPath { self.context?.close(promise: nil) }
         }
@@ -387,62 +388,20 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
 }
 
 extension HTTP2ClientConnection {
-    /// Opens a connection to `host:port`: TCP, TLS (the endpoint's context, ALPN `h2`), HTTP/2 in client mode and
-    /// the connection handler. The handler is bound to the channel's event loop: call it there.
+    /// Opens a connection to `host:port`: TCP, TLS (the endpoint's context, ALPN `h2`) and the connection handler.
+    /// The handler is bound to the channel's event loop: call it there.
     public static func connect(
         host: String, port: Int, tls: NIOSSLContext, group: any EventLoopGroup,
         connectTimeout: TimeAmount, settings: Settings, authorization: @escaping @Sendable () -> String?,
         onEvent: @escaping @Sendable (HTTP2ConnectionEvent) -> Void
     ) -> EventLoopFuture<(any Channel, NIOLoopBound<HTTP2ClientConnection>)> {
         ClientBootstrap.gateway(group: group, connectTimeout: connectTimeout, tls: tls, host: host) { sync in
-            var configuration = NIOHTTP2Handler.ConnectionConfiguration()
-            // The request fields are ours (lower-case names, values checked when the event was decoded), and a
-            // response is read only for its :status and body: validating every header block costs more than
-            // building it.
-            configuration.headerBlockValidation = .disabled
-            configuration.initialSettings = [
-                HTTP2Setting(parameter: .enablePush, value: 0),
-                HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
-                HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-            ]
-            let coalescer = FlushCoalescer()
-            try sync.addHandler(coalescer)
-            try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: configuration))
-            let connection = HTTP2ClientConnection(settings: settings, authorization: authorization, onEvent: onEvent)
-            connection.coalescer = coalescer
-            try sync.addHandler(connection)
+            try sync.addHandler(HTTP2ClientConnection(settings: settings, authorization: authorization, onEvent: onEvent))
         }
             .connect(host: host, port: port)
             .flatMapThrowing { channel in
                 let handler = try channel.pipeline.syncOperations.handler(type: HTTP2ClientConnection.self)
                 return (channel, NIOLoopBound(handler, eventLoop: channel.eventLoop))
             }
-    }
-}
-
-/// Holds back flushes on their way to the socket while its owner writes a batch, and passes one on at the end.
-final class FlushCoalescer: ChannelOutboundHandler {
-    typealias OutboundIn = Any
-    private var holding = false
-    private var held = false
-
-    func hold() { holding = true }
-
-    /// Passes a held flush on.
-    func release() {
-        holding = false
-        if held {
-            held = false
-            flushContext?.flush()
-        }
-    }
-
-    private var flushContext: ChannelHandlerContext?
-
-    func handlerAdded(context: ChannelHandlerContext) { flushContext = context }
-    func handlerRemoved(context: ChannelHandlerContext) { flushContext = nil }
-
-    func flush(context: ChannelHandlerContext) {
-        if holding { held = true } else { context.flush() }
     }
 }

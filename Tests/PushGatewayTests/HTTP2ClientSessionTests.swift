@@ -1,0 +1,317 @@
+import Foundation
+import NIOCore
+import NIOHPACK
+import PushCore
+import Testing
+@testable import PushGateway
+
+/// What a server sends, frame by frame (HPACK by NIOHPACK's encoder).
+private struct ServerFrames {
+    var bytes = ByteBuffer()
+    var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+
+    static func preface(_ parameters: [(UInt16, UInt32)] = [(0x3, 100)]) -> ServerFrames {
+        var frames = ServerFrames()
+        HTTP2Wire.writeSettings(parameters, to: &frames.bytes)
+        return frames
+    }
+
+    mutating func frame(_ type: UInt8, flags: UInt8 = 0, stream: UInt32, _ payload: [UInt8] = []) {
+        HTTP2Wire.writeFrameHeader(length: payload.count, type: type, flags: flags, stream: stream, to: &bytes)
+        bytes.writeBytes(payload)
+    }
+
+    mutating func response(_ stream: UInt32, status: Int, body: String? = nil) {
+        var block = ByteBuffer()
+        try! encoder.encode(headers: HPACKHeaders([(":status", String(status)), ("apns-id", UUID().uuidString)]), to: &block)
+        frame(HTTP2Wire.headers, flags: HTTP2Wire.endHeaders | (body == nil ? HTTP2Wire.endStream : 0), stream: stream, Array(block.readableBytesView))
+        if let body { frame(HTTP2Wire.data, flags: HTTP2Wire.endStream, stream: stream, Array(body.utf8)) }
+    }
+
+    mutating func windowUpdate(_ stream: UInt32, _ increment: UInt32) {
+        var payload = ByteBuffer()
+        payload.writeInteger(increment)
+        frame(HTTP2Wire.windowUpdate, stream: stream, Array(payload.readableBytesView))
+    }
+}
+
+/// A frame the client session wrote.
+private struct Written {
+    var type: UInt8
+    var flags: UInt8
+    var stream: UInt32
+    var payload: ByteBuffer
+
+    static func all(_ output: ByteBuffer?) -> [Written] {
+        guard var output else { return [] }
+        if output.readableBytesView.starts(with: HTTP2Wire.preface) { output.moveReaderIndex(forwardBy: HTTP2Wire.preface.count) }
+        var frames: [Written] = []
+        while let header = HTTP2Wire.FrameHeader(peekingAt: output) {
+            output.moveReaderIndex(forwardBy: 9)
+            frames.append(Written(type: header.type, flags: header.flags, stream: header.stream, payload: output.readSlice(length: header.length)!))
+        }
+        #expect(output.readableBytes == 0)
+        return frames
+    }
+}
+
+private func request(_ i: Int, topic: String = "com.example.app", body: Int = 30, collapse: String? = nil, expiration: UInt32 = 0) -> APNsRequest {
+    var request = HTTP2ClientConnectionTests.deliveries(1, tokenOf: { _ in i })[0].request
+    request.topic = topic
+    request.body = Array(repeating: UInt8(ascii: "x"), count: body)
+    request.collapseID = collapse
+    request.expiration = expiration
+    return request
+}
+
+/// The header fields a request's block must carry, in order.
+private func expectedFields(_ request: APNsRequest, authority: String?, bearer: String?) -> [String] {
+    var fields: [String] = []
+    request.forEachHeaderField(authority: authority, bearer: bearer) { name, value, _ in fields.append("\(name): \(value)") }
+    return fields
+}
+
+private struct Client {
+    var session = HTTP2ClientSession()
+    var events: [HTTP2ClientSession.Event] = []
+
+    init() { _ = session.takeOutput() }
+
+    mutating func feed(_ frames: ServerFrames) throws(HTTP2Wire.ConnectionError) -> [Written] {
+        var input = frames.bytes
+        events = []
+        while let event = try session.next(from: &input) { events.append(event) }
+        return Written.all(session.takeOutput())
+    }
+
+    mutating func failure(_ frames: ServerFrames) -> HTTP2Wire.ErrorCode? {
+        var input = frames.bytes
+        do {
+            while try session.next(from: &input) != nil {}
+            return nil
+        } catch {
+            let goAway = Written.all(session.takeOutput()).last
+            #expect(goAway?.type == HTTP2Wire.goAway)
+            #expect(goAway.map { $0.payload.getInteger(at: $0.payload.readerIndex + 4, as: UInt32.self) } == error.code.rawValue)
+            return error.code
+        }
+    }
+}
+
+struct RequestHeaderEncoderTests {
+    /// Random requests through one connection's encoder decode (NIOHPACK, one decoder for the connection) to exactly
+    /// the request's fields; repeated values end up as one-byte indexes, changing ones stay out of the table.
+    @Test func blocksDecodeToTheRequestsFields() throws {
+        var encoder = RequestHeaderEncoder()
+        var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+        var random = SystemRandomNumberGenerator()
+        var lastLength = 0
+        for i in 0..<600 {
+            let r = request(i, topic: ["com.example.app", "com.example.other"][i / 100 % 2],
+                            collapse: i % 7 == 0 ? "c\(i)" : nil,
+                            expiration: i % 3 == 0 ? UInt32.random(in: 1...2_000_000_000, using: &random) : 0)
+            let bearer = "bearer token-\(i / 250)"
+            var block = ByteBuffer()
+            encoder.write(r, authority: i % 5 == 0 ? nil : "api.push.apple.com", bearer: bearer, into: &block)
+            lastLength = block.readableBytes
+            let fields = try decoder.decodeHeaders(from: &block).map { "\($0.name): \($0.value)" }
+            let expected = expectedFields(r, authority: i % 5 == 0 ? nil : "api.push.apple.com", bearer: bearer)
+            #expect(fields == expected, "request \(i)")
+        }
+        #expect(encoder.entryCount > 0)
+        // The same request three times: the third block is :method and :scheme (2 bytes), the path (76), apns-id (46)
+        // and one byte for each of the six repeated fields.
+        for _ in 0..<3 {
+            var block = ByteBuffer()
+            encoder.write(request(600), authority: "api.push.apple.com", bearer: "bearer t", into: &block)
+            lastLength = block.readableBytes
+            #expect(try decoder.decodeHeaders(from: &block).count == 10)
+        }
+        #expect(lastLength == 2 + 76 + 46 + 6)
+    }
+
+    /// The server's table size followed: 0 (nothing indexed, the update at the next block's start), then 4,096 again.
+    @Test func theServersTableSizeIsFollowed() throws {
+        var encoder = RequestHeaderEncoder()
+        var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+        func block(_ i: Int) throws -> (first: UInt8, fields: [String]) {
+            var bytes = ByteBuffer()
+            encoder.write(request(i), authority: "h", bearer: "bearer t", into: &bytes)
+            let first = bytes.getInteger(at: bytes.readerIndex, as: UInt8.self)!
+            return (first, try decoder.decodeHeaders(from: &bytes).map { "\($0.name): \($0.value)" })
+        }
+        for i in 0..<3 { _ = try block(i) }
+        #expect(encoder.entryCount == 6)
+        encoder.setMaxTableSize(0)
+        #expect(encoder.entryCount == 0)
+        let afterShrink = try block(3)
+        #expect(afterShrink.first == 0x20 && afterShrink.fields == expectedFields(request(3), authority: "h", bearer: "bearer t"))
+        for i in 4..<7 { #expect(try block(i).fields == expectedFields(request(i), authority: "h", bearer: "bearer t")) }
+        #expect(encoder.entryCount == 0)
+        encoder.setMaxTableSize(100_000)  // at most 4,096 used
+        let afterGrow = try block(7)
+        #expect(afterGrow.first == 0x3F)  // 0x20 | 31, then 4,096 - 31 in the next bytes
+        for i in 8..<10 { _ = try block(i) }
+        #expect(encoder.entryCount == 6)
+        // Down and up between two blocks: the smallest, then the final size.
+        encoder.setMaxTableSize(50)
+        encoder.setMaxTableSize(4096)
+        var bytes = ByteBuffer()
+        encoder.write(request(10), authority: "h", bearer: "bearer t", into: &bytes)
+        #expect(bytes.getInteger(at: bytes.readerIndex, as: UInt8.self) == 0x3F && bytes.getInteger(at: bytes.readerIndex + 1, as: UInt8.self) == 50 - 31)
+        #expect(try decoder.decodeHeaders(from: &bytes).map { "\($0.name): \($0.value)" } == expectedFields(request(10), authority: "h", bearer: "bearer t"))
+    }
+}
+
+struct HTTP2ClientSessionTests {
+    @Test func thePrefaceAnnouncesNoPushAndLargeWindows() {
+        var session = HTTP2ClientSession()
+        let output = session.takeOutput()!
+        #expect(output.readableBytesView.starts(with: HTTP2Wire.preface))
+        let frames = Written.all(output)
+        #expect(frames.map(\.type) == [HTTP2Wire.settings, HTTP2Wire.windowUpdate])
+        var settings = frames[0].payload
+        var parameters: [UInt16: UInt32] = [:]
+        while let id = settings.readInteger(as: UInt16.self), let value = settings.readInteger(as: UInt32.self) { parameters[id] = value }
+        #expect(parameters == [0x2: 0, 0x3: 0, 0x4: UInt32(HTTP2ClientSession.streamWindow)])
+    }
+
+    @Test func requestsGoOutAndResponsesComeBack() throws {
+        var client = Client()
+        var server = ServerFrames.preface()
+        var written = try client.feed(server)
+        #expect(written.map(\.type) == [HTTP2Wire.settings] && written[0].flags == HTTP2Wire.ack)
+        guard case .settings(100) = client.events.first else { Issue.record("\(client.events)"); return }
+        client.session.send(request(1), stream: 1, authority: nil, bearer: nil)
+        client.session.send(request(2), stream: 3, authority: nil, bearer: nil)
+        written = Written.all(client.session.takeOutput())
+        #expect(written.map(\.type) == [HTTP2Wire.headers, HTTP2Wire.data, HTTP2Wire.headers, HTTP2Wire.data])
+        #expect(written.map(\.stream) == [1, 1, 3, 3])
+        #expect(written[1].flags == HTTP2Wire.endStream && written[1].payload.readableBytes == 30)
+        server = ServerFrames()
+        server.response(3, status: 200)
+        server.response(1, status: 400, body: #"{"reason":"BadTopic"}"#)
+        _ = try client.feed(server)
+        #expect(client.events.count == 3)
+        if case .headers(3, 200, true) = client.events[0] {} else { Issue.record("\(client.events[0])") }
+        if case .headers(1, 400, false) = client.events[1] {} else { Issue.record("\(client.events[1])") }
+        if case .data(1, let body, true) = client.events[2] {
+            #expect(String(buffer: body) == #"{"reason":"BadTopic"}"#)
+        } else {
+            Issue.record("\(client.events[2])")
+        }
+        #expect(client.session.openStreams == 0)
+    }
+
+    /// Bodies larger than the connection's window: sent as far as it goes, the rest once the server opens it, in the
+    /// order the requests were sent.
+    @Test func bodiesWaitForTheServersWindowsInOrder() throws {
+        var client = Client()
+        _ = try client.feed(.preface([(0x3, 100), (0x5, 16_384)]))
+        for i in 0..<15 { client.session.send(request(i, body: 5000), stream: UInt32(2 * i + 1), authority: nil, bearer: nil) }
+        let first = Written.all(client.session.takeOutput()).filter { $0.type == HTTP2Wire.data }
+        #expect(first.reduce(0) { $0 + $1.payload.readableBytes } == 65_535)
+        let streams: [UInt32] = (0..<14).map { (i: Int) -> UInt32 in UInt32(2 * i + 1) }
+        #expect(first.map(\.stream) == streams)
+        #expect(first.last!.flags == 0 && first.last!.payload.readableBytes == 535)
+        var server = ServerFrames()
+        server.windowUpdate(0, 10_000)
+        let rest = try client.feed(server).filter { $0.type == HTTP2Wire.data }
+        #expect(rest.map(\.stream) == [27, 29] && rest.allSatisfy { $0.flags == HTTP2Wire.endStream })
+        #expect(rest.map(\.payload.readableBytes) == [4465, 5000])
+    }
+
+    @Test func aStreamWindowOfZeroHoldsTheBodyUntilOpened() throws {
+        var client = Client()
+        _ = try client.feed(.preface([(0x4, 0)]))
+        client.session.send(request(1, body: 10), stream: 1, authority: nil, bearer: nil)
+        #expect(Written.all(client.session.takeOutput()).map(\.type) == [HTTP2Wire.headers])
+        var server = ServerFrames()
+        server.windowUpdate(1, 4)
+        let part = try client.feed(server)
+        #expect(part.map(\.type) == [HTTP2Wire.data] && part[0].payload.readableBytes == 4 && part[0].flags == 0)
+        server = ServerFrames()
+        server.windowUpdate(1, 100)
+        let end = try client.feed(server)
+        #expect(end.map(\.payload.readableBytes) == [6] && end[0].flags == HTTP2Wire.endStream)
+    }
+
+    @Test func aLongHeaderBlockGoesInContinuationFrames() throws {
+        var client = Client()
+        _ = try client.feed(.preface())
+        let bearer = "bearer " + String(repeating: "t", count: 40_000)
+        client.session.send(request(1), stream: 1, authority: nil, bearer: bearer)
+        let frames = Written.all(client.session.takeOutput())
+        #expect(frames.map(\.type) == [HTTP2Wire.headers, HTTP2Wire.continuation, HTTP2Wire.continuation, HTTP2Wire.data])
+        #expect(frames.map(\.flags) == [0, 0, HTTP2Wire.endHeaders, HTTP2Wire.endStream])
+        var block = ByteBuffer()
+        for var frame in frames.prefix(3) { block.writeBuffer(&frame.payload) }
+        var decoder = HPACKDecoder(allocator: ByteBufferAllocator(), maxDynamicTableSize: 4096, maxHeaderListSize: 1 << 20)
+        #expect(try decoder.decodeHeaders(from: &block).first(name: "authorization") == bearer)
+    }
+
+    @Test func resetsGoAwayAndCancelledStreams() throws {
+        var client = Client()
+        _ = try client.feed(.preface())
+        for id: UInt32 in [1, 3, 5, 7] { client.session.send(request(Int(id)), stream: id, authority: nil, bearer: nil) }
+        _ = client.session.takeOutput()
+        client.session.cancel(5)
+        let cancel = Written.all(client.session.takeOutput())
+        #expect(cancel.map(\.type) == [HTTP2Wire.rstStream] && cancel[0].stream == 5)
+        var server = ServerFrames()
+        server.frame(HTTP2Wire.rstStream, stream: 1, [0, 0, 0, 7])
+        server.response(5, status: 200)  // the cancelled stream's answer: decoded, not reported
+        server.frame(HTTP2Wire.rstStream, stream: 1, [0, 0, 0, 2])  // on a stream already reset: nothing
+        server.frame(HTTP2Wire.goAway, stream: 0, [0, 0, 0, 3, 0, 0, 0, 0])
+        server.response(3, status: 200)
+        _ = try client.feed(server)
+        #expect(client.events.count == 3)
+        if case .reset(1, 7) = client.events[0] {} else { Issue.record("\(client.events[0])") }
+        if case .goAway(3) = client.events[1] {} else { Issue.record("\(client.events[1])") }
+        if case .headers(3, 200, true) = client.events[2] {} else { Issue.record("\(client.events[2])") }
+    }
+
+    @Test func aPingIsAnsweredAndOursGoOut() throws {
+        var client = Client()
+        var server = ServerFrames.preface()
+        server.frame(HTTP2Wire.ping, stream: 0, [1, 2, 3, 4, 5, 6, 7, 8])
+        let written = try client.feed(server).filter { $0.type == HTTP2Wire.ping }
+        #expect(written.count == 1 && written[0].flags == HTTP2Wire.ack)
+        let echoed: [UInt8] = Array(written[0].payload.readableBytesView)
+        #expect(echoed == [1, 2, 3, 4, 5, 6, 7, 8])
+        client.session.ping(2)
+        let ours = Written.all(client.session.takeOutput())
+        #expect(ours.count == 1 && ours[0].type == HTTP2Wire.ping && ours[0].flags == 0)
+    }
+
+    @Test func whatAServerMustNotSendEndsTheConnection() {
+        func check(_ name: String, _ expected: HTTP2Wire.ErrorCode, preface: Bool = true, _ write: (inout ServerFrames) -> Void) {
+            var client = Client()
+            client.session.send(request(1), stream: 1, authority: nil, bearer: nil)
+            _ = client.session.takeOutput()
+            var server = preface ? ServerFrames.preface() : ServerFrames()
+            write(&server)
+            #expect(client.failure(server) == expected, "\(name)")
+        }
+        check("first frame not SETTINGS", .protocolError, preface: false) { $0.frame(HTTP2Wire.ping, stream: 0, Array(repeating: 0, count: 8)) }
+        check("PUSH_PROMISE", .protocolError) { $0.frame(HTTP2Wire.pushPromise, flags: HTTP2Wire.endHeaders, stream: 1, [0, 0, 0, 2, 0x88]) }
+        check("SETTINGS_ENABLE_PUSH 1", .protocolError) { $0.frame(HTTP2Wire.settings, stream: 0, [0, 2, 0, 0, 0, 1]) }
+        check("a frame over 16,384 bytes", .frameSizeError) { $0.frame(HTTP2Wire.data, stream: 1, Array(repeating: 0, count: 16_385)) }
+        check("DATA on stream 0", .protocolError) { $0.frame(HTTP2Wire.data, stream: 0, [1]) }
+        check("HEADERS on a stream never opened", .protocolError) { $0.response(5, status: 200) }
+        check("HEADERS on an even stream", .protocolError) { $0.response(2, status: 200) }
+        check("an HPACK index past the tables", .compressionError) { $0.frame(HTTP2Wire.headers, flags: 0x5, stream: 1, [0xFF, 0x40]) }
+        check("CONTINUATION without HEADERS", .protocolError) { $0.frame(HTTP2Wire.continuation, flags: HTTP2Wire.endHeaders, stream: 1, [0x88]) }
+        check("a frame inside a header block", .protocolError) {
+            $0.frame(HTTP2Wire.headers, stream: 1, [0x88])
+            $0.frame(HTTP2Wire.ping, stream: 0, Array(repeating: 0, count: 8))
+        }
+        check("WINDOW_UPDATE of 0 on the connection", .protocolError) { $0.windowUpdate(0, 0) }
+        check("the send window over 2^31-1", .flowControlError) { $0.windowUpdate(0, 0x7FFF_FFFF) }
+        check("DATA beyond the connection's window", .flowControlError) {
+            for _ in 0..<65 { $0.frame(HTTP2Wire.data, stream: 1, Array(repeating: 0, count: 16_384)) }
+        }
+        check("GOAWAY of 7 bytes", .frameSizeError) { $0.frame(HTTP2Wire.goAway, stream: 0, Array(repeating: 0, count: 7)) }
+        check("RST_STREAM on stream 0", .protocolError) { $0.frame(HTTP2Wire.rstStream, stream: 0, [0, 0, 0, 8]) }
+    }
+}
