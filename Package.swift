@@ -287,12 +287,13 @@ if ProcessInfo.processInfo.environment["PUSHWORKER_FUZZ"] == "1" {
     package.targets.append(.target(name: "FuzzSupport", dependencies: ["CFuzzerDriver"], path: "Fuzz/FuzzSupport",
                                    swiftSettings: [.swiftLanguageMode(.v6)]))
     for name in ["FuzzEventDecoder", "FuzzErrorResponse", "FuzzFeedback", "FuzzAPNsResponse", "FuzzProviderToken", "FuzzAPIRequest",
-                 "FuzzHTTP2Server"] {
+                 "FuzzHTTP2Server", "FuzzHTTP2Client"] {
         package.targets.append(
             .executableTarget(
                 name: name,
                 dependencies: ["PushCore", "FuzzSupport", .product(name: "NIOCore", package: "swift-nio")]
-                    + (["FuzzEventDecoder", "FuzzAPIRequest", "FuzzHTTP2Server"].contains(name) ? ["PushSimulator"] : []),
+                    + (["FuzzEventDecoder", "FuzzAPIRequest", "FuzzHTTP2Server"].contains(name) ? ["PushSimulator"] : [])
+                    + (name == "FuzzHTTP2Client" ? ["PushGateway"] : []),
                 path: "Fuzz/\(name)",
                 swiftSettings: [.swiftLanguageMode(.v6)]
             ))

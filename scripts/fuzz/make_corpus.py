@@ -10,6 +10,8 @@
   FuzzAPIRequest     requests to the simulator's HTTP/2 API: valid ones of several push types and refused ones
   FuzzHTTP2Server    what a client (Python's h2) sends on a connection to the API after its preface: requests with
                      bodies, a header block in CONTINUATION frames, trailers, PING, WINDOW_UPDATE, RST_STREAM, GOAWAY
+  FuzzHTTP2Client    what a server sends the worker: SETTINGS, responses (HPACK by Python's hpack, Huffman-coded and
+                     indexed) with and without bodies, WINDOW_UPDATE, PING, RST_STREAM, GOAWAY
 """
 import base64
 import glob
@@ -140,6 +142,36 @@ def http2_connections():
     return connections
 
 
+def http2_server_streams():
+    """Server byte streams to a client that opened streams 1, 3 and 5."""
+    import hpack
+
+    def frame(kind, flags, stream, payload=b""):
+        return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
+
+    encoder = hpack.Encoder()
+    settings = frame(4, 0, 0, struct.pack(">HI", 3, 1000) + struct.pack(">HI", 4, 65535))
+    ok = frame(1, 5, 1, encoder.encode([(":status", "200"), ("apns-id", "6e1b0f3c-2b1e-4c1a-9d7e-000000000001")]))
+    bad = frame(1, 4, 3, encoder.encode([(":status", "400"), ("apns-id", "6e1b0f3c-2b1e-4c1a-9d7e-000000000003"),
+                                          ("content-type", "application/json")]))
+    body = frame(0, 1, 3, b'{"reason":"BadDeviceToken"}')
+    gone = frame(1, 4, 5, encoder.encode([(":status", "410"), ("apns-id", "x")], huffman=False))
+    gone_body = frame(0, 1, 5, b'{"reason":"Unregistered","timestamp":1700000000000}')
+    control = (frame(8, 0, 0, struct.pack(">I", 100000)) + frame(8, 0, 1, struct.pack(">I", 5000))
+               + frame(6, 0, 0, b"12345678") + frame(4, 1, 0))
+    return {
+        "answers": settings + ok + bad + body + gone + gone_body,
+        "control-reset-goaway": settings + control + frame(3, 0, 3, struct.pack(">I", 7)) + frame(7, 0, 0, struct.pack(">II", 1, 0)),
+    }
+
+
+try:
+    for name, data in http2_server_streams().items():
+        for step in (b"\x00", b"\x05"):
+            write("FuzzHTTP2Client", f"{name}-{step[0]}", step + data)
+except ImportError:
+    print("FuzzHTTP2Client: no hpack package; no seeds", file=sys.stderr)
+
 try:
     for name, data in http2_connections().items():
         for step in (b"\x00", b"\x07"):
@@ -148,5 +180,5 @@ except ImportError:
     print("FuzzHTTP2Server: no h2 package; no seeds", file=sys.stderr)
 
 for target in ("FuzzEventDecoder", "FuzzErrorResponse", "FuzzFeedback", "FuzzAPNsResponse", "FuzzProviderToken",
-               "FuzzAPIRequest", "FuzzHTTP2Server"):
+               "FuzzAPIRequest", "FuzzHTTP2Server", "FuzzHTTP2Client"):
     print(f"{target}: {len(os.listdir(os.path.join(out, target)))} seeds")
