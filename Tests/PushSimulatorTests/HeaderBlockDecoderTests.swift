@@ -80,6 +80,8 @@ struct HeaderBlockDecoderTests {
             ("index past both tables", [0xFF, 0x40]),
             ("integer cut short", [0xFF]),
             ("integer beyond 2^28", [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F]),
+            // Found by FuzzHTTP2Server: zero groups shifted past 63 bits made a length negative (a trap).
+            ("integer of too many bytes", [0x00, 0x7F] + Array(repeating: 0x80, count: 9) + [0x01, 0x61]),
             ("name string past the end", [0x00, 0x05, 0x61]),
             ("value string missing", [0x00, 0x01, 0x61]),
             ("table size update over 4096", [0x3F, 0xE2, 0x1F]),

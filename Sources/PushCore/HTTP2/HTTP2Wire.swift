@@ -162,4 +162,70 @@ public enum HTTP2Wire {
         guard payload.readableBytes == 4 else { throw ConnectionError(code: .frameSizeError, detail: "WINDOW_UPDATE of \(payload.readableBytes) bytes") }
         return Int(payload.getInteger(at: payload.readerIndex, as: UInt32.self)! & 0x7FFF_FFFF)
     }
+
+    /// The most a header block may take across its frames.
+    public static let headerBlockLimit = 256 * 1024
+
+    /// A header block arriving in pieces: HEADERS without END_HEADERS, then CONTINUATION frames on its stream (no
+    /// other frame may come between them).
+    public struct HeaderBlockInPieces: Sendable {
+        public let stream: UInt32
+        public let endStream: Bool
+        public private(set) var block: ByteBuffer
+
+        public init(stream: UInt32, endStream: Bool, first: ByteBuffer) {
+            self.stream = stream
+            self.endStream = endStream
+            self.block = first
+        }
+
+        /// Takes a CONTINUATION frame's payload: the whole block once END_HEADERS comes (`pending` is then nil).
+        public static func take(
+            _ pending: inout HeaderBlockInPieces?, flags: UInt8, payload: ByteBuffer
+        ) throws(ConnectionError) -> HeaderBlockInPieces? {
+            guard var pieces = pending else { throw ConnectionError(code: .protocolError, detail: "CONTINUATION without HEADERS") }
+            pending = nil  // the block appended to in place, not copied
+            var payload = payload
+            pieces.block.writeBuffer(&payload)
+            guard pieces.block.readableBytes <= headerBlockLimit else {
+                throw ConnectionError(code: .protocolError, detail: "header block over \(headerBlockLimit) bytes")
+            }
+            guard flags & endHeaders != 0 else {
+                pending = pieces
+                return nil
+            }
+            return pieces
+        }
+    }
+
+    /// A PING frame checked (stream 0, 8 bytes) and, unless it is an acknowledgement, acknowledged.
+    public static func answerPing(flags: UInt8, stream: UInt32, payload: ByteBuffer, to buffer: inout ByteBuffer) throws(ConnectionError) {
+        guard stream == 0 else { throw ConnectionError(code: .protocolError, detail: "PING on stream \(stream)") }
+        guard payload.readableBytes == 8 else { throw ConnectionError(code: .frameSizeError, detail: "PING of \(payload.readableBytes) bytes") }
+        guard flags & ack == 0 else { return }
+        writeFrameHeader(length: 8, type: ping, flags: ack, stream: 0, to: &buffer)
+        var payload = payload
+        buffer.writeBuffer(&payload)
+    }
+
+    /// A GOAWAY frame checked (stream 0, at least 8 bytes): its last stream id.
+    public static func goAwayLastStream(stream: UInt32, payload: ByteBuffer) throws(ConnectionError) -> UInt32 {
+        guard stream == 0 else { throw ConnectionError(code: .protocolError, detail: "GOAWAY on stream \(stream)") }
+        guard payload.readableBytes >= 8 else { throw ConnectionError(code: .frameSizeError, detail: "GOAWAY of \(payload.readableBytes) bytes") }
+        return payload.getInteger(at: payload.readerIndex, as: UInt32.self)! & 0x7FFF_FFFF
+    }
+
+    /// A new SETTINGS_INITIAL_WINDOW_SIZE applied to the open streams' send windows (RFC 9113 section 6.9.2: by the
+    /// difference, which may leave a window negative; one over 2^31-1 is a connection error).
+    public static func adjustSendWindows<Stream>(
+        _ streams: inout [UInt32: Stream], by delta: Int, _ window: WritableKeyPath<Stream, Int>
+    ) throws(ConnectionError) {
+        guard delta != 0 else { return }
+        for id in streams.keys {
+            streams[id]![keyPath: window] += delta
+            guard streams[id]![keyPath: window] <= maxWindow else {
+                throw ConnectionError(code: .flowControlError, detail: "stream \(id)'s window over 2^31-1")
+            }
+        }
+    }
 }

@@ -36,7 +36,7 @@ struct HTTP2ClientSession {
     /// Request bodies waiting for the server's windows, in order.
     private var blocked: [(stream: UInt32, body: [UInt8], offset: Int)] = []
     private var blockedHead = 0
-    private var fragments: (stream: UInt32, endStream: Bool, block: ByteBuffer)?
+    private var fragments: HTTP2Wire.HeaderBlockInPieces?
 
     private var sendWindow = HTTP2Wire.defaultWindow
     private var peerInitialWindow = HTTP2Wire.defaultWindow
@@ -48,7 +48,6 @@ struct HTTP2ClientSession {
     /// The connection's receive window, opened at once and topped up per read.
     static let connectionWindow = 1 << 20
     private static let windowStep = 32 * 1024
-    private static let headerBlockLimit = 256 * 1024
 
     private struct Stream {
         var sendWindow: Int
@@ -228,23 +227,13 @@ struct HTTP2ClientSession {
             let block = try HTTP2Wire.unpadded(payload, flags: flags, skipping: skip)
             let end = flags & HTTP2Wire.endStream != 0
             guard flags & HTTP2Wire.endHeaders != 0 else {
-                fragments = (id, end, block)
+                fragments = HTTP2Wire.HeaderBlockInPieces(stream: id, endStream: end, first: block)
                 return nil
             }
             return try headerBlock(block, stream: id, endStream: end)
         case HTTP2Wire.continuation:
-            guard var fragments else { throw ConnectionError(code: .protocolError, detail: "CONTINUATION without HEADERS") }
-            self.fragments = nil
-            var piece = payload
-            fragments.block.writeBuffer(&piece)
-            guard fragments.block.readableBytes <= Self.headerBlockLimit else {
-                throw ConnectionError(code: .protocolError, detail: "header block over \(Self.headerBlockLimit) bytes")
-            }
-            guard flags & HTTP2Wire.endHeaders != 0 else {
-                self.fragments = fragments
-                return nil
-            }
-            return try headerBlock(fragments.block, stream: fragments.stream, endStream: fragments.endStream)
+            guard let whole = try HTTP2Wire.HeaderBlockInPieces.take(&fragments, flags: flags, payload: payload) else { return nil }
+            return try headerBlock(whole.block, stream: whole.stream, endStream: whole.endStream)
         case HTTP2Wire.priority:
             try requireStream(id, "PRIORITY")
             guard payload.readableBytes == 5 else { throw ConnectionError(code: .frameSizeError, detail: "PRIORITY of \(payload.readableBytes) bytes") }
@@ -266,14 +255,8 @@ struct HTTP2ClientSession {
                 case 0x3:
                     limit = Int(value)
                 case 0x4:
-                    let delta = Int(value) - peerInitialWindow
+                    try HTTP2Wire.adjustSendWindows(&streams, by: Int(value) - peerInitialWindow, \.sendWindow)
                     peerInitialWindow = Int(value)
-                    for stream in streams.keys {
-                        streams[stream]!.sendWindow += delta
-                        guard streams[stream]!.sendWindow <= HTTP2Wire.maxWindow else {
-                            throw ConnectionError(code: .flowControlError, detail: "stream \(stream)'s window over 2^31-1")
-                        }
-                    }
                 case 0x5:
                     peerMaxFrameSize = Int(value)
                 default:
@@ -286,17 +269,9 @@ struct HTTP2ClientSession {
         case HTTP2Wire.pushPromise:
             throw ConnectionError(code: .protocolError, detail: "PUSH_PROMISE with push disabled")
         case HTTP2Wire.ping:
-            guard id == 0 else { throw ConnectionError(code: .protocolError, detail: "PING on stream \(id)") }
-            guard payload.readableBytes == 8 else { throw ConnectionError(code: .frameSizeError, detail: "PING of \(payload.readableBytes) bytes") }
-            if flags & HTTP2Wire.ack == 0 {
-                HTTP2Wire.writeFrameHeader(length: 8, type: HTTP2Wire.ping, flags: HTTP2Wire.ack, stream: 0, to: &output)
-                var payload = payload
-                output.writeBuffer(&payload)
-            }
+            try HTTP2Wire.answerPing(flags: flags, stream: id, payload: payload, to: &output)
         case HTTP2Wire.goAway:
-            guard id == 0 else { throw ConnectionError(code: .protocolError, detail: "GOAWAY on stream \(id)") }
-            guard payload.readableBytes >= 8 else { throw ConnectionError(code: .frameSizeError, detail: "GOAWAY of \(payload.readableBytes) bytes") }
-            return .goAway(lastStream: payload.getInteger(at: payload.readerIndex, as: UInt32.self)! & 0x7FFF_FFFF)
+            return .goAway(lastStream: try HTTP2Wire.goAwayLastStream(stream: id, payload: payload))
         case HTTP2Wire.windowUpdate:
             let increment = try HTTP2Wire.windowIncrement(payload)
             if id == 0 {

@@ -49,9 +49,7 @@ struct HTTP2ServerSession {
     private var resetOrder: [UInt32] = []
     private static let resetMemory = 4096
     /// A header block in pieces: HEADERS without END_HEADERS, then CONTINUATION frames on the same stream.
-    private var fragments: (stream: UInt32, endStream: Bool, block: ByteBuffer)?
-    /// The most a header block may take across its frames.
-    private static let headerBlockLimit = 256 * 1024
+    private var fragments: HTTP2Wire.HeaderBlockInPieces?
 
     // Flow control, RFC 9113 section 6.9. Receiving: what the client may still send on the connection, and each
     // stream's own window (65,535 by default: this side never changes SETTINGS_INITIAL_WINDOW_SIZE).
@@ -173,29 +171,14 @@ struct HTTP2ServerSession {
             blocked.removeAll { $0.stream == stream }
         case 0x4: try settings(flags: flags, stream: stream, payload: payload)
         case 0x5: throw ConnectionError(code: .protocolError, detail: "PUSH_PROMISE from a client")
-        case 0x6:
-            guard stream == 0 else { throw ConnectionError(code: .protocolError, detail: "PING on stream \(stream)") }
-            guard payload.readableBytes == 8 else { throw ConnectionError(code: .frameSizeError, detail: "PING of \(payload.readableBytes) bytes") }
-            if flags & 0x1 == 0 {
-                writeFrameHeader(length: 8, type: 0x6, flags: 0x1, stream: 0)
-                var payload = payload
-                output.writeBuffer(&payload)
-            }
+        case 0x6: try HTTP2Wire.answerPing(flags: flags, stream: stream, payload: payload, to: &output)
         case 0x7:
-            guard stream == 0 else { throw ConnectionError(code: .protocolError, detail: "GOAWAY on stream \(stream)") }
-            guard payload.readableBytes >= 8 else { throw ConnectionError(code: .frameSizeError, detail: "GOAWAY of \(payload.readableBytes) bytes") }
+            _ = try HTTP2Wire.goAwayLastStream(stream: stream, payload: payload)
             clientWentAway = true
         case 0x8: try windowUpdate(stream: stream, payload: payload)
         case 0x9:
-            guard var fragments else { throw ConnectionError(code: .protocolError, detail: "CONTINUATION without HEADERS") }
-            self.fragments = nil
-            var payload = payload
-            fragments.block.writeBuffer(&payload)
-            guard fragments.block.readableBytes <= Self.headerBlockLimit else {
-                throw ConnectionError(code: .protocolError, detail: "header block over \(Self.headerBlockLimit) bytes")
-            }
-            guard flags & 0x4 != 0 else { self.fragments = fragments; return nil }
-            return try headerBlock(fragments.block, stream: fragments.stream, endStream: fragments.endStream)
+            guard let whole = try HTTP2Wire.HeaderBlockInPieces.take(&fragments, flags: flags, payload: payload) else { return nil }
+            return try headerBlock(whole.block, stream: whole.stream, endStream: whole.endStream)
         default:
             break  // unknown frame types are ignored (RFC 9113 section 4.1)
         }
@@ -247,7 +230,7 @@ struct HTTP2ServerSession {
         }
         let endStream = flags & 0x1 != 0
         guard flags & 0x4 != 0 else {
-            fragments = (id, endStream, block)
+            fragments = HTTP2Wire.HeaderBlockInPieces(stream: id, endStream: endStream, first: block)
             return nil
         }
         return try headerBlock(block, stream: id, endStream: endStream)
@@ -309,14 +292,8 @@ struct HTTP2ServerSession {
             case 0x1:
                 pendingTableSizeUpdate = min(pendingTableSizeUpdate ?? 4096, Int(value))
             case 0x4:
-                let delta = Int(value) - peerInitialWindow
+                try HTTP2Wire.adjustSendWindows(&streams, by: Int(value) - peerInitialWindow, \.sendWindow)
                 peerInitialWindow = Int(value)
-                for id in streams.keys {
-                    streams[id]!.sendWindow += delta
-                    guard streams[id]!.sendWindow <= HTTP2Wire.maxWindow else {
-                        throw ConnectionError(code: .flowControlError, detail: "stream \(id)'s window over 2^31-1")
-                    }
-                }
             case 0x5:
                 peerMaxFrameSize = Int(value)
             default:

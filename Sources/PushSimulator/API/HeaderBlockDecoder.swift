@@ -113,7 +113,9 @@ struct HeaderBlockDecoder {
 
         func peek() -> UInt8? { offset < bytes.count ? bytes[offset] : nil }
 
-        /// RFC 7541 section 5.1; at most 2^28, more than any length or index here can be.
+        /// RFC 7541 section 5.1; at most 2^28 (more than any length or index here can be) in at most four bytes after
+        /// the prefix: a longer encoding, even of a small value, is refused (section 5.1 asks decoders to refuse
+        /// encodings excessive in value or in length).
         mutating func integer(prefixBits: Int) throws(Failure) -> Int {
             let limit = (1 << prefixBits) - 1
             var value = Int(bytes[offset]) & limit
@@ -121,6 +123,7 @@ struct HeaderBlockDecoder {
             guard value == limit else { return value }
             var shift = 0
             while true {
+                guard shift <= 21 else { throw Failure(description: "integer of more than four bytes after its prefix") }
                 guard offset < bytes.count else { throw Failure(description: "integer cut short") }
                 let byte = bytes[offset]
                 offset += 1
