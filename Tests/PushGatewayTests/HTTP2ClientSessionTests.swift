@@ -269,6 +269,24 @@ struct HTTP2ClientSessionTests {
         if case .reset(1, 7) = client.events[0] {} else { Issue.record("\(client.events[0])") }
         if case .goAway(3) = client.events[1] {} else { Issue.record("\(client.events[1])") }
         if case .headers(3, 200, true) = client.events[2] {} else { Issue.record("\(client.events[2])") }
+        // 1 reset, 3 answered, 5 cancelled, 7 above the GOAWAY: none open.
+        #expect(client.session.openStreams == 0)
+    }
+
+    /// A stream above a GOAWAY's last id sends no more of its body when the window opens.
+    @Test func nothingMoreIsSentOnStreamsAboveAGoAway() throws {
+        var client = Client()
+        _ = try client.feed(.preface([(0x4, 10)]))
+        client.session.send(request(1, body: 20), stream: 1, authority: nil, bearer: nil)
+        client.session.send(request(2, body: 20), stream: 3, authority: nil, bearer: nil)
+        _ = client.session.takeOutput()
+        var server = ServerFrames()
+        server.frame(HTTP2Wire.goAway, stream: 0, [0, 0, 0, 1, 0, 0, 0, 0])
+        server.windowUpdate(1, 100)
+        server.windowUpdate(3, 100)
+        let data = try client.feed(server).filter { $0.type == HTTP2Wire.data }
+        #expect(data.map(\.stream) == [1] && data[0].flags == HTTP2Wire.endStream)
+        #expect(client.session.openStreams == 1)
     }
 
     @Test func aPingIsAnsweredAndOursGoOut() throws {

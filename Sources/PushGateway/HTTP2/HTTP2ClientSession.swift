@@ -271,7 +271,10 @@ struct HTTP2ClientSession {
         case HTTP2Wire.ping:
             try HTTP2Wire.answerPing(flags: flags, stream: id, payload: payload, to: &output)
         case HTTP2Wire.goAway:
-            return .goAway(lastStream: try HTTP2Wire.goAwayLastStream(stream: id, payload: payload))
+            // Streams above its last id were not processed and will not be: nothing more is sent on them.
+            let last = try HTTP2Wire.goAwayLastStream(stream: id, payload: payload)
+            streams = streams.filter { $0.key <= last }
+            return .goAway(lastStream: last)
         case HTTP2Wire.windowUpdate:
             let increment = try HTTP2Wire.windowIncrement(payload)
             if id == 0 {
