@@ -35,8 +35,35 @@ public struct RequestHeaderEncoder: Sendable {
         }
     }
 
+    /// A repeated field's value, compared with the last one without building text for numbers and push types.
+    private enum Value: Equatable, Sendable {
+        case text(String)
+        case number(UInt32)
+        case pushType(PushType)
+        case priority(Priority)
+
+        /// Its length in octets.
+        var length: Int {
+            switch self {
+            case .text(let text): text.utf8.count
+            case .number(let value): APNsRequest.decimalDigitCount(value)
+            case .pushType(let type): type.staticName.utf8CodeUnitCount
+            case .priority(let priority): APNsRequest.priorityField(priority).utf8CodeUnitCount
+            }
+        }
+
+        func write(to w: inout RawWriter) {
+            switch self {
+            case .text(let text): w.put(text)
+            case .number(let value): w.decimal(value, digits: APNsRequest.decimalDigitCount(value))
+            case .pushType(let type): w.put(type.staticName)
+            case .priority(let priority): w.put(APNsRequest.priorityField(priority))
+            }
+        }
+    }
+
     private struct Slot: Sendable {
-        var last: String?
+        var last: Value?
         /// The insertion number of the table entry holding `last`, 0 when none.
         var entry = 0
     }
@@ -68,67 +95,83 @@ public struct RequestHeaderEncoder: Sendable {
 
     private var inserted: Int { removed + sizes.count }
 
-    /// Writes `request`'s header block at the buffer's writer index.
+    /// The most one field's representation adds to its value's octets: a name written out (1 + 1 + 16) and the
+    /// value's length (at most 5 bytes for any length here).
+    private static let fieldOverhead = 24
+
+    /// Writes `request`'s header block at the buffer's writer index, in one reservation of the buffer.
     public mutating func write(_ request: APNsRequest, authority: String?, bearer: String?, into buffer: inout ByteBuffer) {
-        if let smallest = smallestUpdate {
-            if smallest < maxSize { HTTP2Wire.writeHPACKInteger(smallest, prefixBits: 5, pattern: 0x20, to: &buffer) }
-            HTTP2Wire.writeHPACKInteger(maxSize, prefixBits: 5, pattern: 0x20, to: &buffer)
-            smallestUpdate = nil
-        }
-        buffer.writeInteger(UInt8(0x83))  // :method: POST
-        buffer.writeInteger(UInt8(0x87))  // :scheme: https
-        // :path, a literal without indexing on the static name (index 4).
         let token = request.token.bytes
-        buffer.writeInteger(UInt8(0x04))
-        HTTP2Wire.writeHPACKInteger(10 + token.count * 2, prefixBits: 7, pattern: 0, to: &buffer)
-        buffer.writeStaticString("/3/device/")
+        let topic = Value.text(request.topic)
+        let authority = authority.map(Value.text)
+        let bearer = bearer.map(Value.text)
+        let bound = 6 + 2 + (1 + 5 + 10 + token.count * 2) + 46
+            // size updates, :method and :scheme, :path, apns-id; seven fields; expiration, push type, priority
+            + Self.fieldOverhead * 7 + topic.length + (authority?.length ?? 0) + (bearer?.length ?? 0) + 10 + 16 + 2
+            + (request.collapseID?.utf8.count ?? 0)
         token.withUnsafeBytes { token in
-            _ = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: token.count * 2 + 8) { out in
-                Hex.write(token, to: out.baseAddress!)
-                return token.count * 2
+            _ = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: bound) { out in
+                var w = RawWriter(out)
+                if let smallest = smallestUpdate {
+                    if smallest < maxSize { w.hpackInteger(smallest, prefixBits: 5, pattern: 0x20) }
+                    w.hpackInteger(maxSize, prefixBits: 5, pattern: 0x20)
+                    smallestUpdate = nil
+                }
+                w.u8(0x83)  // :method: POST
+                w.u8(0x87)  // :scheme: https
+                // :path, a literal without indexing on the static name (index 4).
+                w.u8(0x04)
+                w.hpackInteger(10 + token.count * 2, prefixBits: 7, pattern: 0)
+                w.put("/3/device/")
+                Hex.write(token, to: out.baseAddress! + w.offset)
+                w.offset += token.count * 2
+                if let authority { write(.authority, authority, to: &w) }
+                write(.topic, topic, to: &w)
+                write(.pushType, .pushType(request.pushType), to: &w)
+                write(.priority, .priority(request.priority), to: &w)
+                write(.expiration, .number(request.expiration), to: &w)
+                // apns-id: a literal without indexing, its name written out.
+                w.u8(0x00)
+                w.u8(7)
+                w.put("apns-id")
+                w.u8(36)
+                request.apnsID.write(to: out.baseAddress! + w.offset)
+                w.offset += 36
+                if let collapseID = request.collapseID {
+                    w.u8(0x00)
+                    w.u8(16)
+                    w.put("apns-collapse-id")
+                    w.hpackInteger(collapseID.utf8.count, prefixBits: 7, pattern: 0)
+                    w.put(collapseID)
+                }
+                if let bearer { write(.authorization, bearer, to: &w) }
+                precondition(w.offset <= bound, "a header block of \(w.offset) bytes over its bound \(bound)")
+                return w.offset
             }
         }
-        if let authority { write(.authority, authority, into: &buffer) }
-        write(.topic, request.topic, into: &buffer)
-        write(.pushType, request.pushType.rawValue, into: &buffer)
-        write(.priority, APNsRequest.priorityField(request.priority).description, into: &buffer)
-        write(.expiration, String(request.expiration), into: &buffer)
-        // apns-id: a literal without indexing, its name written out.
-        buffer.writeInteger(UInt8(0x00))
-        buffer.writeInteger(UInt8(7))
-        buffer.writeStaticString("apns-id")
-        buffer.writeInteger(UInt8(36))
-        _ = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 36) { request.apnsID.write(into: $0) }
-        if let collapseID = request.collapseID {
-            buffer.writeInteger(UInt8(0x00))
-            buffer.writeInteger(UInt8(16))
-            buffer.writeStaticString("apns-collapse-id")
-            HTTP2Wire.writeHPACKInteger(collapseID.utf8.count, prefixBits: 7, pattern: 0, to: &buffer)
-            buffer.writeString(collapseID)
-        }
-        if let bearer { write(.authorization, bearer, into: &buffer) }
     }
 
     /// A repeated field: its entry's index when the table holds the value; else a literal, added to the table when
     /// the value is the one the field had last time (a value that changes with every request stays out of it).
-    private mutating func write(_ field: Field, _ value: String, into buffer: inout ByteBuffer) {
+    private mutating func write(_ field: Field, _ value: Value, to w: inout RawWriter) {
         let slot = slots[field.rawValue]
         if slot.last == value, slot.entry > evicted {
-            HTTP2Wire.writeHPACKInteger(62 + inserted - slot.entry, prefixBits: 7, pattern: 0x80, to: &buffer)
+            w.hpackInteger(62 + inserted - slot.entry, prefixBits: 7, pattern: 0x80)
             return
         }
         let index = slot.last == value
         if let name = field.staticName {
-            HTTP2Wire.writeHPACKInteger(name, prefixBits: index ? 6 : 4, pattern: index ? 0x40 : 0x00, to: &buffer)
+            w.hpackInteger(name, prefixBits: index ? 6 : 4, pattern: index ? 0x40 : 0x00)
         } else {
-            buffer.writeInteger(UInt8(index ? 0x40 : 0x00))
-            buffer.writeInteger(UInt8(field.name.utf8CodeUnitCount))
-            buffer.writeStaticString(field.name)
+            w.u8(index ? 0x40 : 0x00)
+            w.u8(UInt8(field.name.utf8CodeUnitCount))
+            w.put(field.name)
         }
-        HTTP2Wire.writeHPACKInteger(value.utf8.count, prefixBits: 7, pattern: 0, to: &buffer)
-        buffer.writeString(value)
+        let length = value.length
+        w.hpackInteger(length, prefixBits: 7, pattern: 0)
+        value.write(to: &w)
         if index {
-            slots[field.rawValue].entry = insert(size: field.name.utf8CodeUnitCount + value.utf8.count + 32)
+            slots[field.rawValue].entry = insert(size: field.name.utf8CodeUnitCount + length + 32)
         } else {
             slots[field.rawValue] = Slot(last: value, entry: 0)
         }
@@ -153,5 +196,23 @@ public struct RequestHeaderEncoder: Sendable {
             sizes.removeFirst(evicted - removed)
             removed = evicted
         }
+    }
+}
+
+extension RawWriter {
+    /// An HPACK integer (RFC 7541 section 5.1) with `pattern` in the first byte's bits above the prefix.
+    @inline(__always) mutating func hpackInteger(_ value: Int, prefixBits: Int, pattern: UInt8) {
+        let limit = (1 << prefixBits) - 1
+        guard value >= limit else {
+            u8(pattern | UInt8(value))
+            return
+        }
+        u8(pattern | UInt8(limit))
+        var rest = value - limit
+        while rest >= 128 {
+            u8(UInt8(rest & 0x7F | 0x80))
+            rest >>= 7
+        }
+        u8(UInt8(rest))
     }
 }
