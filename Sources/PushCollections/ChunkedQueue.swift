@@ -153,6 +153,25 @@ public struct ChunkedQueue<Element> {
         }
     }
 
+    /// Removes the first `n` elements and returns them in their order, moved out rather than copied.
+    @inlinable
+    public mutating func takeFirst(_ n: Int) -> [Element] {
+        precondition(n >= 0 && n <= _count, "takeFirst(\(n)) on a queue of \(_count)")
+        return [Element](unsafeUninitializedCapacity: n) { out, taken in
+            while taken < n {
+                makeUnique(0)
+                let first = chunks[0]
+                let k = Swift.min(n - taken, first.end - first.start)
+                assert(k > 0, "an empty first chunk in a queue of \(_count)")
+                (out.baseAddress! + taken).moveInitialize(from: first.slots + first.start, count: k)
+                first.start += k
+                _count -= k
+                taken += k
+                dropFirstChunkIfDrained()
+            }
+        }
+    }
+
     @inlinable
     public mutating func removeAll() {
         chunks = []

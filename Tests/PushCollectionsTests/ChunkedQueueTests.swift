@@ -47,9 +47,12 @@ final class Tracked: Sendable {
                 }
             case 50..<80:
                 let n = min(model.count, Int(random.next() % 700))
-                if random.next() % 2 == 0 {
+                switch random.next() % 3 {
+                case 0:
                     queue.removeFirst(n)
-                } else {
+                case 1:
+                    #expect(queue.takeFirst(n) == Array(model.prefix(n)))
+                default:
                     for _ in 0..<n { #expect(queue.removeFirst() == model[0]); model.removeFirst() }
                     continue
                 }
@@ -144,6 +147,21 @@ final class Tracked: Sendable {
             #expect(Tracked.alive.load(ordering: .relaxed) == before)
             queue.append(Tracked(1))  // the emptied queue fills again
             #expect(queue.count == 1 && queue[0].value == 1)
+        }
+        #expect(Tracked.alive.load(ordering: .relaxed) == before)
+        do {
+            // Taken elements move out: alive once, in the array only, across chunk boundaries and from a shared queue.
+            var queue = ChunkedQueue<Tracked>()
+            for i in 0..<700 { queue.append(Tracked(i)) }
+            var taken = queue.takeFirst(300)
+            #expect(Tracked.alive.load(ordering: .relaxed) == before + 700)
+            #expect(taken.map(\.value) == Array(0..<300) && queue.count == 400 && queue[0].value == 300)
+            let copy = queue
+            taken = queue.takeFirst(400)
+            // The first 300 went with the array that held them; the copy and the new array share the other 400.
+            #expect(Tracked.alive.load(ordering: .relaxed) == before + 400)
+            #expect(queue.isEmpty && copy.count == 400 && taken.map(\.value) == Array(300..<700))
+            _ = copy
         }
         #expect(Tracked.alive.load(ordering: .relaxed) == before)
     }

@@ -160,10 +160,8 @@ final class HTTP2Pool: Sendable {
                 connection.streamCap = s.streamWindow
                 let n = min(connection.available, s.queue.count)
                 guard n > 0 else { return [] }
-                let taken = Array(s.queue.prefix(n))
-                s.queue.removeFirst(n)
                 s.written += n
-                return taken
+                return s.queue.takeFirst(n)
             }
             guard !batch.isEmpty else { return }
             // Those the send check stops (token suppression) end here; the rest go out.
