@@ -221,18 +221,22 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     private func handle(_ event: HTTP2ClientSession.Event) {
         switch event {
         case .headers(let id, let status, let endStream):
-            if let status {
-                if (100..<200).contains(status) { return }  // informational: the final headers follow
+            if let status, (100..<200).contains(status) { return }  // informational: the final headers follow
+            if endStream {
+                // Most answers are one HEADERS frame that ends the stream: they make no entry in `responses`.
+                var response = responses.isEmpty ? nil : responses.removeValue(forKey: id)
+                if let status { response = (status, response?.body ?? []) }
+                complete(id, response)
+            } else if let status {
                 responses[id] = (status, responses[id]?.body ?? [])
             }
-            if endStream { complete(id) }
         case .data(let id, let buffer, let endStream):
             // Apple's bodies are a few dozen bytes; a larger one is cut (the reason is at its start).
             if var response = responses[id], response.body.count < 4096 {
                 response.body.append(contentsOf: buffer.readableBytesView.prefix(4096 - response.body.count))
                 responses[id] = response
             }
-            if endStream { complete(id) }
+            if endStream { complete(id, responses.removeValue(forKey: id)) }
         case .reset(let id, let code):
             responses[id] = nil
             guard let delivery = book.reset(id) else { return }
@@ -255,9 +259,9 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
         }
     }
 
-    /// A stream's response is complete.
-    private func complete(_ id: UInt32) {
-        guard let response = responses.removeValue(forKey: id) else {
+    /// A stream's response is complete: its status and body, nil when no status came.
+    private func complete(_ id: UInt32, _ response: (status: Int, body: [UInt8])?) {
+        guard let response else {
             // END_STREAM without a status: not a response; the stream's request is retried, counted.
             if let delivery = book.reset(id) { onEvent(.lost([delivery], reason: "a response without :status")) }
             streamFreed()
