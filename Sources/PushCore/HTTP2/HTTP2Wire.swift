@@ -57,6 +57,37 @@ public enum HTTP2Wire {
     public static let endStream: UInt8 = 0x1, ack: UInt8 = 0x1, endHeaders: UInt8 = 0x4, padded: UInt8 = 0x8
     public static let priorityFlag: UInt8 = 0x20
 
+    /// SETTINGS parameters (RFC 9113 section 6.5.2).
+    public enum Setting {
+        public static let headerTableSize: UInt16 = 0x1, enablePush: UInt16 = 0x2, maxConcurrentStreams: UInt16 = 0x3
+        public static let initialWindowSize: UInt16 = 0x4, maxFrameSize: UInt16 = 0x5, maxHeaderListSize: UInt16 = 0x6
+    }
+
+    /// What the peer's SETTINGS say of this side's sending, the same for either end: the initial window of new
+    /// streams (a change adjusts the open ones) and the largest frame it takes.
+    public struct PeerSettings: Sendable {
+        public private(set) var initialWindow = HTTP2Wire.defaultWindow
+        public private(set) var maxFrameSize = HTTP2Wire.maxFrameSize
+
+        public init() {}
+
+        /// Applies `parameter` if it is one of the two; returns whether it was.
+        public mutating func apply<Stream>(
+            _ parameter: UInt16, _ value: UInt32, to streams: inout [UInt32: Stream], _ window: WritableKeyPath<Stream, Int>
+        ) throws(ConnectionError) -> Bool {
+            switch parameter {
+            case Setting.initialWindowSize:
+                try adjustSendWindows(&streams, by: Int(value) - initialWindow, window)
+                initialWindow = Int(value)
+            case Setting.maxFrameSize:
+                maxFrameSize = Int(value)
+            default:
+                return false
+            }
+            return true
+        }
+    }
+
     /// The payload without its padding (PADDED flag: the pad length byte, the content, the padding), `skipping`
     /// bytes after the pad length (a HEADERS frame's priority fields).
     public static func unpadded(_ payload: ByteBuffer, flags: UInt8, skipping: Int = 0) throws(ConnectionError) -> ByteBuffer {
@@ -143,11 +174,11 @@ public enum HTTP2Wire {
         var parameters: [(UInt16, UInt32)] = []
         while let parameter = payload.readInteger(as: UInt16.self), let value = payload.readInteger(as: UInt32.self) {
             switch parameter {
-            case 0x2 where value > 1:
+            case Setting.enablePush where value > 1:
                 throw ConnectionError(code: .protocolError, detail: "SETTINGS_ENABLE_PUSH \(value)")
-            case 0x4 where value > maxWindow:
+            case Setting.initialWindowSize where value > maxWindow:
                 throw ConnectionError(code: .flowControlError, detail: "SETTINGS_INITIAL_WINDOW_SIZE \(value)")
-            case 0x5 where !(16_384...16_777_215).contains(value):
+            case Setting.maxFrameSize where !(UInt32(maxFrameSize)...16_777_215).contains(value):
                 throw ConnectionError(code: .protocolError, detail: "SETTINGS_MAX_FRAME_SIZE \(value)")
             default:
                 parameters.append((parameter, value))

@@ -39,8 +39,7 @@ struct HTTP2ClientSession {
     private var fragments: HTTP2Wire.HeaderBlockInPieces?
 
     private var sendWindow = HTTP2Wire.defaultWindow
-    private var peerInitialWindow = HTTP2Wire.defaultWindow
-    private var peerMaxFrameSize = HTTP2Wire.maxFrameSize
+    private var peer = HTTP2Wire.PeerSettings()
     private var receiveWindow = HTTP2Wire.defaultWindow
 
     /// SETTINGS_INITIAL_WINDOW_SIZE this side announces: a response's body is a few dozen bytes.
@@ -61,7 +60,9 @@ struct HTTP2ClientSession {
         decoder = HPACKDecoder(allocator: allocator)
         output = allocator.buffer(capacity: 16 * 1024)
         output.writeBytes(HTTP2Wire.preface)
-        HTTP2Wire.writeSettings([(0x2, 0), (0x3, 0), (0x4, UInt32(Self.streamWindow))], to: &output)
+        HTTP2Wire.writeSettings(
+            [(HTTP2Wire.Setting.enablePush, 0), (HTTP2Wire.Setting.maxConcurrentStreams, 0), (HTTP2Wire.Setting.initialWindowSize, UInt32(Self.streamWindow))],
+            to: &output)
         HTTP2Wire.writeWindowUpdate(stream: 0, increment: Self.connectionWindow - HTTP2Wire.defaultWindow, to: &output)
         receiveWindow = Self.connectionWindow
     }
@@ -88,12 +89,12 @@ struct HTTP2ClientSession {
         HTTP2Wire.writeFrameHeader(length: 0, type: HTTP2Wire.headers, flags: HTTP2Wire.endHeaders, stream: id, to: &output)
         encoder.write(request, authority: authority, bearer: bearer, into: &output)
         let blockLength = output.writerIndex - start - 9
-        if blockLength <= peerMaxFrameSize {
+        if blockLength <= peer.maxFrameSize {
             HTTP2Wire.patchLength(ofFrameAt: start, in: &output)
         } else {
             splitHeaderBlock(at: start, stream: id)
         }
-        streams[id] = Stream(sendWindow: peerInitialWindow)
+        streams[id] = Stream(sendWindow: peer.initialWindow)
         blocked.append((id, request.body, 0))
         sendBlocked()
     }
@@ -104,7 +105,7 @@ struct HTTP2ClientSession {
         output.moveWriterIndex(to: start)
         var first = true
         while block.readableBytes > 0 {
-            var piece = block.readSlice(length: min(peerMaxFrameSize, block.readableBytes))!
+            var piece = block.readSlice(length: min(peer.maxFrameSize, block.readableBytes))!
             let last = block.readableBytes == 0
             HTTP2Wire.writeFrameHeader(
                 length: piece.readableBytes, type: first ? HTTP2Wire.headers : HTTP2Wire.continuation,
@@ -122,7 +123,7 @@ struct HTTP2ClientSession {
                 blockedHead += 1
                 continue
             }
-            let size = min(body.count - offset, stream.sendWindow, sendWindow, peerMaxFrameSize)
+            let size = min(body.count - offset, stream.sendWindow, sendWindow, peer.maxFrameSize)
             let rest = body.count - offset
             guard size > 0 || rest == 0 else { break }
             let end = size == rest
@@ -248,19 +249,14 @@ struct HTTP2ClientSession {
             var limit: Int?
             for (parameter, value) in parameters {
                 switch parameter {
-                case 0x1:
+                case HTTP2Wire.Setting.headerTableSize:
                     encoder.setMaxTableSize(Int(value))
-                case 0x2 where value != 0:
+                case HTTP2Wire.Setting.enablePush where value != 0:
                     throw ConnectionError(code: .protocolError, detail: "SETTINGS_ENABLE_PUSH from a server")
-                case 0x3:
+                case HTTP2Wire.Setting.maxConcurrentStreams:
                     limit = Int(value)
-                case 0x4:
-                    try HTTP2Wire.adjustSendWindows(&streams, by: Int(value) - peerInitialWindow, \.sendWindow)
-                    peerInitialWindow = Int(value)
-                case 0x5:
-                    peerMaxFrameSize = Int(value)
                 default:
-                    break
+                    _ = try peer.apply(parameter, value, to: &streams, \.sendWindow)
                 }
             }
             HTTP2Wire.writeFrameHeader(length: 0, type: HTTP2Wire.settings, flags: HTTP2Wire.ack, stream: 0, to: &output)

@@ -53,11 +53,10 @@ struct HTTP2ServerSession {
 
     // Flow control, RFC 9113 section 6.9. Receiving: what the client may still send on the connection, and each
     // stream's own window (65,535 by default: this side never changes SETTINGS_INITIAL_WINDOW_SIZE).
-    private var receiveWindow = 65_535
+    private var receiveWindow = HTTP2Wire.defaultWindow
     /// Sending: the client's windows for this side's DATA.
-    private var sendWindow = 65_535
-    private var peerInitialWindow = 65_535
-    private var peerMaxFrameSize = 16_384
+    private var sendWindow = HTTP2Wire.defaultWindow
+    private var peer = HTTP2Wire.PeerSettings()
     /// The client's HEADER_TABLE_SIZE went down: the next header block starts with a size update (RFC 7541 section
     /// 4.2; this side's table stays empty, but decoders such as nghttp2 expect the update).
     private var pendingTableSizeUpdate: Int?
@@ -67,12 +66,11 @@ struct HTTP2ServerSession {
     /// The connection's receive window after ``topUpReceiveWindow()``.
     static let connectionWindow = 16 << 20
     private static let windowStep = 32 * 1024
-        private static let defaultStreamWindow = 65_535
 
     private struct Stream {
         var headers: HPACKHeaders?
         var body: [UInt8] = []
-        var receiveWindow = HTTP2ServerSession.defaultStreamWindow
+        var receiveWindow = HTTP2Wire.defaultWindow
         var unacknowledged = 0
         var sendWindow: Int
         /// END_STREAM arrived: half-closed (remote), waiting for the answer.
@@ -85,10 +83,12 @@ struct HTTP2ServerSession {
         self.output = allocator.buffer(capacity: 16 * 1024)
         // The server's preface: SETTINGS, then the connection window opened to 16 MiB at once (many requests'
         // bodies arrive back to back).
-        writeSettings([(0x3, UInt32(streamLimit)), (0x6, UInt32(HPACKDecoder.defaultMaxHeaderListSize))])
+        HTTP2Wire.writeSettings(
+            [(HTTP2Wire.Setting.maxConcurrentStreams, UInt32(streamLimit)),
+             (HTTP2Wire.Setting.maxHeaderListSize, UInt32(HPACKDecoder.defaultMaxHeaderListSize))],
+            to: &output)
         unacknowledgedLimits = [streamLimit]
-        writeFrameHeader(length: 4, type: 0x8, flags: 0, stream: 0)
-        output.writeInteger(UInt32(Self.connectionWindow - 65_535))
+        HTTP2Wire.writeWindowUpdate(stream: 0, increment: Self.connectionWindow - HTTP2Wire.defaultWindow, to: &output)
         receiveWindow = Self.connectionWindow
     }
 
@@ -138,7 +138,7 @@ struct HTTP2ServerSession {
             guard let payload = input.getSlice(at: input.readerIndex + 9, length: length) else { return nil }
             input.moveReaderIndex(forwardBy: 9 + length)
             if phase == .firstSettings {
-                guard type == 0x4, flags & 0x1 == 0 else {
+                guard type == HTTP2Wire.settings, flags & HTTP2Wire.ack == 0 else {
                     throw ConnectionError(code: .protocolError, detail: "the preface's first frame is not SETTINGS")
                 }
                 phase = .open
@@ -151,32 +151,32 @@ struct HTTP2ServerSession {
     private static let preface = HTTP2Wire.preface
 
     private mutating func frame(type: UInt8, flags: UInt8, stream: UInt32, payload: ByteBuffer) throws(ConnectionError) -> Event? {
-        if let fragments, type != 0x9 || stream != fragments.stream {
+        if let fragments, type != HTTP2Wire.continuation || stream != fragments.stream {
             throw ConnectionError(code: .protocolError, detail: "frame type \(type) inside the header block of stream \(fragments.stream)")
         }
         switch type {
-        case 0x0: return try data(flags: flags, stream: stream, payload: payload)
-        case 0x1: return try headers(flags: flags, stream: stream, payload: payload)
-        case 0x2:
+        case HTTP2Wire.data: return try data(flags: flags, stream: stream, payload: payload)
+        case HTTP2Wire.headers: return try headers(flags: flags, stream: stream, payload: payload)
+        case HTTP2Wire.priority:
             try requireStream(stream, "PRIORITY")
             guard payload.readableBytes == 5 else { resetByThisSide(stream, .frameSizeError); return nil }
             if payload.getInteger(at: payload.readerIndex, as: UInt32.self)! & 0x7FFF_FFFF == stream {
                 resetByThisSide(stream, .protocolError)
             }
-        case 0x3:
+        case HTTP2Wire.rstStream:
             try requireStream(stream, "RST_STREAM")
             guard payload.readableBytes == 4 else { throw ConnectionError(code: .frameSizeError, detail: "RST_STREAM of \(payload.readableBytes) bytes") }
             guard stream <= lastClientStream else { throw ConnectionError(code: .protocolError, detail: "RST_STREAM on idle stream \(stream)") }
             streams[stream] = nil
             blocked.removeAll { $0.stream == stream }
-        case 0x4: try settings(flags: flags, stream: stream, payload: payload)
-        case 0x5: throw ConnectionError(code: .protocolError, detail: "PUSH_PROMISE from a client")
-        case 0x6: try HTTP2Wire.answerPing(flags: flags, stream: stream, payload: payload, to: &output)
-        case 0x7:
+        case HTTP2Wire.settings: try settings(flags: flags, stream: stream, payload: payload)
+        case HTTP2Wire.pushPromise: throw ConnectionError(code: .protocolError, detail: "PUSH_PROMISE from a client")
+        case HTTP2Wire.ping: try HTTP2Wire.answerPing(flags: flags, stream: stream, payload: payload, to: &output)
+        case HTTP2Wire.goAway:
             _ = try HTTP2Wire.goAwayLastStream(stream: stream, payload: payload)
             clientWentAway = true
-        case 0x8: try windowUpdate(stream: stream, payload: payload)
-        case 0x9:
+        case HTTP2Wire.windowUpdate: try windowUpdate(stream: stream, payload: payload)
+        case HTTP2Wire.continuation:
             guard let whole = try HTTP2Wire.HeaderBlockInPieces.take(&fragments, flags: flags, payload: payload) else { return nil }
             return try headerBlock(whole.block, stream: whole.stream, endStream: whole.endStream)
         default:
@@ -205,13 +205,13 @@ struct HTTP2ServerSession {
         guard stream.receiveWindow >= 0 else { throw ConnectionError(code: .flowControlError, detail: "DATA beyond stream \(id)'s window") }
         stream.body.append(contentsOf: content.readableBytesView.prefix(bodyLimit - stream.body.count))
         stream.unacknowledged += length
-        if flags & 0x1 != 0 {
+        if flags & HTTP2Wire.endStream != 0 {
             let request = Event.request(stream: id, headers: stream.headers ?? HPACKHeaders(), body: stream.body)
             streams[id] = Stream(sendWindow: stream.sendWindow, complete: true)
             return request
         }
         if stream.unacknowledged >= Self.windowStep {
-            writeWindowUpdate(stream: id, increment: stream.unacknowledged)
+            HTTP2Wire.writeWindowUpdate(stream: id, increment: stream.unacknowledged, to: &output)
             stream.receiveWindow += stream.unacknowledged
             stream.unacknowledged = 0
         }
@@ -221,15 +221,16 @@ struct HTTP2ServerSession {
 
     private mutating func headers(flags: UInt8, stream id: UInt32, payload: ByteBuffer) throws(ConnectionError) -> Event? {
         try requireStream(id, "HEADERS")
-        let block = try HTTP2Wire.unpadded(payload, flags: flags, skipping: flags & 0x20 != 0 ? 5 : 0)
-        if flags & 0x20 != 0, let dependency = payload.getInteger(at: payload.readerIndex + (flags & 0x8 != 0 ? 1 : 0), as: UInt32.self),
+        let prioritised = flags & HTTP2Wire.priorityFlag != 0
+        let block = try HTTP2Wire.unpadded(payload, flags: flags, skipping: prioritised ? 5 : 0)
+        if prioritised, let dependency = payload.getInteger(at: payload.readerIndex + (flags & HTTP2Wire.padded != 0 ? 1 : 0), as: UInt32.self),
            dependency & 0x7FFF_FFFF == id {
             // A stream error by RFC 9113 section 5.3.1, made a connection error (section 5.4 allows it): the block
             // may continue in CONTINUATION frames, and the HPACK table would have to see it all.
             throw ConnectionError(code: .protocolError, detail: "stream \(id) depends on itself")
         }
-        let endStream = flags & 0x1 != 0
-        guard flags & 0x4 != 0 else {
+        let endStream = flags & HTTP2Wire.endStream != 0
+        guard flags & HTTP2Wire.endHeaders != 0 else {
             fragments = HTTP2Wire.HeaderBlockInPieces(stream: id, endStream: endStream, first: block)
             return nil
         }
@@ -270,10 +271,10 @@ struct HTTP2ServerSession {
         }
         if let problem = HeaderBlockRules.problem(inRequest: headers) { return malformed(id, problem) }
         guard endStream else {
-            streams[id] = Stream(headers: headers, sendWindow: peerInitialWindow)
+            streams[id] = Stream(headers: headers, sendWindow: peer.initialWindow)
             return nil
         }
-        streams[id] = Stream(sendWindow: peerInitialWindow, complete: true)
+        streams[id] = Stream(sendWindow: peer.initialWindow, complete: true)
         return .request(stream: id, headers: headers, body: [])
     }
 
@@ -288,19 +289,14 @@ struct HTTP2ServerSession {
             return
         }
         for (parameter, value) in parameters {
-            switch parameter {
-            case 0x1:
+            if parameter == HTTP2Wire.Setting.headerTableSize {
                 pendingTableSizeUpdate = min(pendingTableSizeUpdate ?? 4096, Int(value))
-            case 0x4:
-                try HTTP2Wire.adjustSendWindows(&streams, by: Int(value) - peerInitialWindow, \.sendWindow)
-                peerInitialWindow = Int(value)
-            case 0x5:
-                peerMaxFrameSize = Int(value)
-            default:
-                break  // MAX_CONCURRENT_STREAMS (this side opens none), MAX_HEADER_LIST_SIZE, unknown ones
+            } else {
+                // MAX_CONCURRENT_STREAMS (this side opens none), MAX_HEADER_LIST_SIZE and unknown ones change nothing.
+                _ = try peer.apply(parameter, value, to: &streams, \.sendWindow)
             }
         }
-        writeFrameHeader(length: 0, type: HTTP2Wire.settings, flags: HTTP2Wire.ack, stream: 0)
+        HTTP2Wire.writeFrameHeader(length: 0, type: HTTP2Wire.settings, flags: HTTP2Wire.ack, stream: 0, to: &output)
         sendBlocked()
     }
 
@@ -341,7 +337,7 @@ struct HTTP2ServerSession {
     mutating func topUpReceiveWindow() {
         let used = Self.connectionWindow - receiveWindow
         guard used >= Self.windowStep else { return }
-        writeWindowUpdate(stream: 0, increment: used)
+        HTTP2Wire.writeWindowUpdate(stream: 0, increment: used, to: &output)
         receiveWindow = Self.connectionWindow
     }
 
@@ -356,7 +352,8 @@ struct HTTP2ServerSession {
     mutating func answer(_ id: UInt32, status: Int, apnsID: String, body: [UInt8]) -> Bool {
         guard let stream = streams[id], stream.complete else { return false }
         let start = output.writerIndex
-        writeFrameHeader(length: 0, type: 0x1, flags: body.isEmpty ? 0x5 : 0x4, stream: id)
+        let flags = HTTP2Wire.endHeaders | (body.isEmpty ? HTTP2Wire.endStream : 0)
+        HTTP2Wire.writeFrameHeader(length: 0, type: HTTP2Wire.headers, flags: flags, stream: id, to: &output)
         if let size = pendingTableSizeUpdate {
             pendingTableSizeUpdate = nil
             HTTP2Wire.writeHPACKInteger(size, prefixBits: 5, pattern: 0x20, to: &output)
@@ -414,10 +411,10 @@ struct HTTP2ServerSession {
         while let first = blocked.first {
             guard let window = streams[first.stream]?.sendWindow else { blocked.removeFirst(); continue }
             let size = first.body.count
-            guard size <= window, size <= sendWindow, size <= peerMaxFrameSize else { return }
+            guard size <= window, size <= sendWindow, size <= peer.maxFrameSize else { return }
             blocked.removeFirst()
             sendWindow -= size
-            writeFrameHeader(length: size, type: 0x0, flags: 0x1, stream: first.stream)
+            HTTP2Wire.writeFrameHeader(length: size, type: HTTP2Wire.data, flags: HTTP2Wire.endStream, stream: first.stream, to: &output)
             output.writeBytes(first.body)
             streams[first.stream] = nil
         }
@@ -426,25 +423,13 @@ struct HTTP2ServerSession {
     /// Sends SETTINGS_MAX_CONCURRENT_STREAMS anew (a token connection's after its first success).
     mutating func raiseStreamLimit(to limit: Int) {
         streamLimit = limit
-        writeSettings([(0x3, UInt32(limit))])
+        HTTP2Wire.writeSettings([(HTTP2Wire.Setting.maxConcurrentStreams, UInt32(limit))], to: &output)
         unacknowledgedLimits.append(limit)
     }
 
     /// Queues GOAWAY naming `lastStream`: streams up to it are still answered.
     mutating func writeGoAway(lastStream: UInt32, code: ErrorCode = .noError) {
         HTTP2Wire.writeGoAway(lastStream: lastStream, code: code, to: &output)
-    }
-
-    private mutating func writeSettings(_ parameters: [(UInt16, UInt32)]) {
-        HTTP2Wire.writeSettings(parameters, to: &output)
-    }
-
-    private mutating func writeWindowUpdate(stream: UInt32, increment: Int) {
-        HTTP2Wire.writeWindowUpdate(stream: stream, increment: increment, to: &output)
-    }
-
-    private mutating func writeFrameHeader(length: Int, type: UInt8, flags: UInt8, stream: UInt32) {
-        HTTP2Wire.writeFrameHeader(length: length, type: type, flags: flags, stream: stream, to: &output)
     }
 }
 
