@@ -193,10 +193,11 @@ extension ChunkedQueue: RandomAccessCollection, MutableCollection {
 
     @inlinable
     public subscript(position: Int) -> Element {
-        get {
+        // Borrowed, not copied: reading one field of an element retains none of its references.
+        _read {
             precondition(position >= 0 && position < _count, "index \(position) out of 0..<\(_count)")
             let (k, slot) = locate(position)
-            return chunks[k].slots[slot]
+            yield chunks[k].slots[slot]
         }
         _modify {
             precondition(position >= 0 && position < _count, "index \(position) out of 0..<\(_count)")

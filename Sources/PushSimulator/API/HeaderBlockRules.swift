@@ -44,21 +44,24 @@ enum HeaderBlockRules {
     static func problem(inRequest headers: HPACKHeaders) -> Problem? {
         var block = RequestBlock()
         for (name, value, _) in headers {
-            var name = name
-            var value = value
-            let found = name.withUTF8 { n in value.withUTF8 { v in block.problem(name: n, value: v) } }
+            let found = withBytes(name) { n in withBytes(value) { v in block.problem(name: n, value: v) } }
             if let found { return found }
         }
         return block.problemAtEnd
     }
 
+    /// `text`'s UTF-8 bytes where they are (a decoded field's strings are native, so always), else in a copy.
+    private static func withBytes<R>(_ text: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        if let result = text.utf8.withContiguousStorageIfAvailable(body) { return result }
+        var copy = text
+        return copy.withUTF8(body)
+    }
+
     /// The problem with a request's trailers (a header block after the first), nil when they are well formed.
     static func problem(inTrailers headers: HPACKHeaders) -> Problem? {
         for (name, value, _) in headers {
-            var name = name
-            var value = value
-            let found = name.withUTF8 { n in
-                value.withUTF8 { v -> Problem? in
+            let found = withBytes(name) { n in
+                withBytes(value) { v -> Problem? in
                     if n.first == UInt8(ascii: ":") { return isValidName(n, from: 1) ? .unexpectedPseudoHeader : .invalidName }
                     return regularFieldProblem(name: n, value: v, inTrailers: true)
                 }
