@@ -11,6 +11,10 @@ struct HeaderBlockDecoderTests {
         headers.map { "\($0.name): \($0.value) \($0.indexable)" }
     }
 
+    private static func fields(_ headers: HeaderList) -> [String] {
+        headers.map { "\($0.name): \($0.value) \($0.indexing)" }
+    }
+
     @Test func theStaticTableIsRFC7541s() throws {
         var reference = HPACKDecoder(allocator: ByteBufferAllocator())
         var decoder = HeaderBlockDecoder()
@@ -177,8 +181,8 @@ struct HeaderBlockDecoderTests {
         let name: [UInt8] = [0x40, 0x02, 0xC3, 0xA9, 0x01, 0x76]  // "é": "v", indexed
         let headers = try decoder.decode(Self.block(name))
         #expect(headers.first?.name == "\u{0}" && headers.first?.value == "v")
-        var request = HPACKHeaders([(":method", "POST"), (":scheme", "https"), (":path", "/")])
-        request.add(contentsOf: headers)
+        var request = HeaderList([(":method", "POST"), (":scheme", "https"), (":path", "/")])
+        request.append(contentsOf: headers)
         #expect(HeaderBlockRules.problem(inRequest: request) == .invalidName)
         func invalid(_ name: UInt8) -> [UInt8] {
             [0x40, 0x01, name, 0x7F] + [0xCE, 0x0E] + Array(repeating: 0xFF, count: 1_997)  // 127 + 1870 octets

@@ -1,6 +1,5 @@
 import Logging
 import NIOCore
-import NIOHPACK
 import PushCore
 
 /// What every API connection shares: the request check, the faults, the record and the summary.
@@ -148,7 +147,7 @@ final class APIConnection: ChannelInboundHandler {
     }
 
     /// A complete request arrived on stream `id`.
-    private func received(headers: HPACKHeaders, body: [UInt8], id: UInt32, context: ChannelHandlerContext) {
+    private func received(headers: HeaderList, body: [UInt8], id: UInt32, context: ChannelHandlerContext) {
         guard mayAnswer(id) else { return }
         received += 1
         let configuration = self.context.configuration

@@ -13,7 +13,7 @@ struct HTTP2ServerSession {
     /// What a read produced for the connection to act on.
     enum Event {
         /// A request is complete (END_STREAM arrived); its stream waits for ``answer(_:status:apnsID:body:)``.
-        case request(stream: UInt32, headers: HPACKHeaders, body: [UInt8])
+        case request(stream: UInt32, headers: HeaderList, body: [UInt8])
         /// A request's header block broke RFC 9113 section 8's rules: its stream is reset with PROTOCOL_ERROR.
         case malformed(stream: UInt32, problem: HeaderBlockRules.Problem)
     }
@@ -68,7 +68,7 @@ struct HTTP2ServerSession {
     private static let windowStep = 32 * 1024
 
     private struct Stream {
-        var headers: HPACKHeaders?
+        var headers: HeaderList?
         var body: [UInt8] = []
         var receiveWindow = HTTP2Wire.defaultWindow
         var unacknowledged = 0
@@ -206,7 +206,7 @@ struct HTTP2ServerSession {
         stream.body.append(contentsOf: content.readableBytesView.prefix(bodyLimit - stream.body.count))
         stream.unacknowledged += length
         if flags & HTTP2Wire.endStream != 0 {
-            let request = Event.request(stream: id, headers: stream.headers ?? HPACKHeaders(), body: stream.body)
+            let request = Event.request(stream: id, headers: stream.headers ?? HeaderList(), body: stream.body)
             streams[id] = Stream(sendWindow: stream.sendWindow, complete: true)
             return request
         }
@@ -237,7 +237,7 @@ struct HTTP2ServerSession {
         return try headerBlock(block, stream: id, endStream: endStream)
     }
 
-    private mutating func decode(_ block: ByteBuffer) throws(ConnectionError) -> HPACKHeaders {
+    private mutating func decode(_ block: ByteBuffer) throws(ConnectionError) -> HeaderList {
         do {
             return try decoder.decode(block)
         } catch {
@@ -258,7 +258,7 @@ struct HTTP2ServerSession {
             if let problem = endStream ? HeaderBlockRules.problem(inTrailers: headers) : .trailersWithoutEndStream {
                 return malformed(id, problem)
             }
-            stream.headers!.add(contentsOf: headers)
+            stream.headers!.append(contentsOf: headers)
             streams[id] = Stream(sendWindow: stream.sendWindow, complete: true)
             return .request(stream: id, headers: stream.headers!, body: stream.body)
         }

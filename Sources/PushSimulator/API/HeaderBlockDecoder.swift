@@ -6,7 +6,7 @@ import Darwin
 import NIOCore
 import NIOHPACK
 
-/// Decodes request header blocks (RFC 7541, no I/O) into `HPACKHeaders`: the static and dynamic tables, integers,
+/// Decodes request header blocks (RFC 7541, no I/O) into a ``HeaderList``: the static and dynamic tables, integers,
 /// literals and Huffman-coded strings, a byte of code at a time from a table built once. Strict: an index of 0 or
 /// past the tables, a truncated integer or string, an integer beyond 2^28, a table size update after a field or
 /// above the limit, a Huffman string with EOS or with padding other than up to 7 one bits, and a header list over
@@ -34,18 +34,16 @@ struct HeaderBlockDecoder {
     /// The entries of the dynamic table, newest first (for tests).
     var dynamicEntries: [(name: String, value: String)] { table.live.reversed().map { ($0.name.text, $0.value.text) } }
 
-    mutating func decode(_ block: ByteBuffer) throws(Failure) -> HPACKHeaders {
+    mutating func decode(_ block: ByteBuffer) throws(Failure) -> HeaderList {
         let result = block.withUnsafeReadableBytes { bytes in
             Result { () throws(Failure) in try decode(bytes) }
         }
         return try result.get()
     }
 
-    private mutating func decode(_ bytes: UnsafeRawBufferPointer) throws(Failure) -> HPACKHeaders {
+    private mutating func decode(_ bytes: UnsafeRawBufferPointer) throws(Failure) -> HeaderList {
         var reader = Reader(bytes: bytes)
-        var headers = HPACKHeaders()
-        // A request carries about a dozen fields: one allocation instead of one per doubling.
-        headers.reserveCapacity(16)
+        var headers = HeaderList()
         var listSize = 0
         var fieldSeen = false
         while let first = reader.peek() {
@@ -75,7 +73,7 @@ struct HeaderBlockDecoder {
             fieldSeen = true
             listSize += name.length + value.length + 32
             guard listSize <= maxHeaderListSize else { throw Failure(description: "header list over \(maxHeaderListSize) bytes") }
-            headers.add(name: name.text, value: value.text, indexing: indexing)
+            headers.append(name: name.text, value: value.text, indexing: indexing)
         }
         return headers
     }
@@ -101,10 +99,11 @@ struct HeaderBlockDecoder {
 
         init(_ text: String) { self.init(text: text, length: text.utf8.count) }
 
-        /// As a field name: one that is not ASCII (`HPACKHeaders` takes none) becomes a NUL, which
+        /// As a field name: one that is not ASCII (no HTTP field name is) becomes a NUL, which
         /// `HeaderBlockRules` finds invalid like any other name outside RFC 9110's `tchar`.
         var asName: Literal {
-            text.utf8.allSatisfy { $0 < 0x80 } ? self : Literal(text: "\u{0}", length: length)
+            let ascii = text.utf8.withContiguousStorageIfAvailable { $0.allSatisfy { $0 < 0x80 } } ?? text.utf8.allSatisfy { $0 < 0x80 }
+            return ascii ? self : Literal(text: "\u{0}", length: length)
         }
     }
 

@@ -1,4 +1,3 @@
-import NIOHPACK
 
 /// RFC 9113's rules for the header block of a request and of its trailers (section 8.2: field names, connection-
 /// specific fields, field values; section 8.3: request pseudo-header fields), checked by the simulator itself on the
@@ -41,7 +40,7 @@ enum HeaderBlockRules {
     }
 
     /// The problem with a request's first header block, nil when it is well formed.
-    static func problem(inRequest headers: HPACKHeaders) -> Problem? {
+    static func problem(inRequest headers: HeaderList) -> Problem? {
         var block = RequestBlock()
         for (name, value, _) in headers {
             let found = withBytes(name) { n in withBytes(value) { v in block.problem(name: n, value: v) } }
@@ -58,7 +57,7 @@ enum HeaderBlockRules {
     }
 
     /// The problem with a request's trailers (a header block after the first), nil when they are well formed.
-    static func problem(inTrailers headers: HPACKHeaders) -> Problem? {
+    static func problem(inTrailers headers: HeaderList) -> Problem? {
         for (name, value, _) in headers {
             let found = withBytes(name) { n in
                 withBytes(value) { v -> Problem? in
