@@ -146,18 +146,12 @@ public enum HTTP2Wire {
     /// RFC 7541 section 5.1's integer: `prefixBits` bits in the first byte (whose other bits are `pattern`), then
     /// 7 bits a byte.
     public static func writeHPACKInteger(_ value: Int, prefixBits: Int, pattern: UInt8, to buffer: inout ByteBuffer) {
-        let limit = (1 << prefixBits) - 1
-        guard value >= limit else {
-            buffer.writeInteger(pattern | UInt8(value))
-            return
+        // At most 1 + 10 bytes for any Int.
+        _ = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 11) { out in
+            var writer = RawWriter(out)
+            writer.hpackInteger(value, prefixBits: prefixBits, pattern: pattern)
+            return writer.offset
         }
-        buffer.writeInteger(pattern | UInt8(limit))
-        var rest = value - limit
-        while rest >= 128 {
-            buffer.writeInteger(UInt8(rest & 0x7F | 0x80))
-            rest >>= 7
-        }
-        buffer.writeInteger(UInt8(rest))
     }
 
     /// A SETTINGS frame's parameters, checked as RFC 9113 section 6.5.2 has it for either side (SETTINGS_ENABLE_PUSH
@@ -258,5 +252,23 @@ public enum HTTP2Wire {
                 throw ConnectionError(code: .flowControlError, detail: "stream \(id)'s window over 2^31-1")
             }
         }
+    }
+}
+
+extension RawWriter {
+    /// An HPACK integer (RFC 7541 section 5.1) with `pattern` in the first byte's bits above the prefix.
+    @inline(__always) mutating func hpackInteger(_ value: Int, prefixBits: Int, pattern: UInt8) {
+        let limit = (1 << prefixBits) - 1
+        guard value >= limit else {
+            u8(pattern | UInt8(value))
+            return
+        }
+        u8(pattern | UInt8(limit))
+        var rest = value - limit
+        while rest >= 128 {
+            u8(UInt8(rest & 0x7F | 0x80))
+            rest >>= 7
+        }
+        u8(UInt8(rest))
     }
 }

@@ -198,21 +198,3 @@ public struct RequestHeaderEncoder: Sendable {
         }
     }
 }
-
-extension RawWriter {
-    /// An HPACK integer (RFC 7541 section 5.1) with `pattern` in the first byte's bits above the prefix.
-    @inline(__always) mutating func hpackInteger(_ value: Int, prefixBits: Int, pattern: UInt8) {
-        let limit = (1 << prefixBits) - 1
-        guard value >= limit else {
-            u8(pattern | UInt8(value))
-            return
-        }
-        u8(pattern | UInt8(limit))
-        var rest = value - limit
-        while rest >= 128 {
-            u8(UInt8(rest & 0x7F | 0x80))
-            rest >>= 7
-        }
-        u8(UInt8(rest))
-    }
-}
