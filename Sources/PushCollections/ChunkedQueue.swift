@@ -18,13 +18,26 @@ public struct ChunkedQueue<Element> {
     @usableFromInline
     final class Chunk {
         @usableFromInline let slots: UnsafeMutablePointer<Element>
+        /// `start` and `end` live behind a pointer rather than in stored `var`s: a class's stored `var` is checked
+        /// for exclusive access at run time on every read, and `locate` reads both for each subscript.
+        @usableFromInline let bounds: UnsafeMutablePointer<Int>
+
         /// The initialized slots are `start..<end`.
-        @usableFromInline var start = 0
-        @usableFromInline var end = 0
+        @inlinable var start: Int {
+            get { bounds[0] }
+            set { bounds[0] = newValue }
+        }
+
+        @inlinable var end: Int {
+            get { bounds[1] }
+            set { bounds[1] = newValue }
+        }
 
         @usableFromInline
         init() {
             slots = .allocate(capacity: ChunkedQueue.chunkCapacity)
+            bounds = .allocate(capacity: 2)
+            bounds.initialize(repeating: 0, count: 2)
         }
 
         @usableFromInline
@@ -39,6 +52,7 @@ public struct ChunkedQueue<Element> {
         deinit {
             (slots + start).deinitialize(count: end - start)
             slots.deallocate()
+            bounds.deallocate()
         }
     }
 

@@ -207,14 +207,21 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
     /// ``resolve(_:outputs:)`` when how many output events there are depends on the record's entry.
     @inlinable
     public mutating func resolve(_ ticket: LedgerTicket, outputs: (Entry?) -> Int) -> (entry: Entry?, offset: Int64)? {
-        guard let (s, i) = locate(ticket), !partitions[s].records[i].outcomeKnown else { return nil }
-        let entry = partitions[s].records[i].entry
-        let offset = partitions[s].records[i].offset
-        partitions[s].records[i].entry = nil
-        partitions[s].records[i].outcomeKnown = true
-        partitions[s].records[i].pendingOutputs += Int16(outputs(entry))
+        guard let (s, i) = locate(ticket) else { return nil }
+        // One access to the record for all of it.
+        guard let entry = Self.takeOutcome(&partitions[s].records[i], outputs) else { return nil }
         settledIfDone(s, i)
-        return (entry, offset)
+        return entry
+    }
+
+    /// Marks `record`'s outcome known and takes its entry; nil when it was known already.
+    @inlinable
+    static func takeOutcome(_ record: inout Record, _ outputs: (Entry?) -> Int) -> (entry: Entry?, offset: Int64)? {
+        guard !record.outcomeKnown else { return nil }
+        let entry = record.entry.take()
+        record.outcomeKnown = true
+        record.pendingOutputs += Int16(outputs(entry))
+        return (entry, record.offset)
     }
 
     /// The entry of a record whose outcome is not known yet (nil for a ticket of an ended epoch or a record resolved).
