@@ -153,13 +153,20 @@ public struct ChunkedQueue<Element> {
     @inlinable
     public mutating func removeFirst(_ n: Int) {
         precondition(n >= 0 && n <= _count, "removeFirst(\(n)) on a queue of \(_count)")
+        detachFirst(n) { slots, count in slots.deinitialize(count: count) }
+    }
+
+    /// Hands the first `n` elements' initialized slots to `leave`, a chunk's run at a time, in order; `leave` ends
+    /// them (deinitializes or moves them out) and the queue no longer holds them.
+    @inlinable
+    mutating func detachFirst(_ n: Int, _ leave: (UnsafeMutablePointer<Element>, Int) -> Void) {
         var left = n
         while left > 0 {
             makeUnique(0)
             let first = chunks[0]
             let k = Swift.min(left, first.end - first.start)
             assert(k > 0, "an empty first chunk in a queue of \(_count)")
-            (first.slots + first.start).deinitialize(count: k)
+            leave(first.slots + first.start, k)
             first.start += k
             _count -= k
             left -= k
@@ -172,16 +179,9 @@ public struct ChunkedQueue<Element> {
     public mutating func takeFirst(_ n: Int) -> [Element] {
         precondition(n >= 0 && n <= _count, "takeFirst(\(n)) on a queue of \(_count)")
         return [Element](unsafeUninitializedCapacity: n) { out, taken in
-            while taken < n {
-                makeUnique(0)
-                let first = chunks[0]
-                let k = Swift.min(n - taken, first.end - first.start)
-                assert(k > 0, "an empty first chunk in a queue of \(_count)")
-                (out.baseAddress! + taken).moveInitialize(from: first.slots + first.start, count: k)
-                first.start += k
-                _count -= k
-                taken += k
-                dropFirstChunkIfDrained()
+            detachFirst(n) { slots, count in
+                (out.baseAddress! + taken).moveInitialize(from: slots, count: count)
+                taken += count
             }
         }
     }

@@ -71,10 +71,10 @@ public enum HTTP2Wire {
 
         public init() {}
 
-        /// Applies `parameter` if it is one of the two; returns whether it was.
+        /// Applies `parameter` if it is one of the two; any other changes nothing here.
         public mutating func apply<Stream>(
             _ parameter: UInt16, _ value: UInt32, to streams: inout [UInt32: Stream], _ window: WritableKeyPath<Stream, Int>
-        ) throws(ConnectionError) -> Bool {
+        ) throws(ConnectionError) {
             switch parameter {
             case Setting.initialWindowSize:
                 try adjustSendWindows(&streams, by: Int(value) - initialWindow, window)
@@ -82,9 +82,8 @@ public enum HTTP2Wire {
             case Setting.maxFrameSize:
                 maxFrameSize = Int(value)
             default:
-                return false
+                break
             }
-            return true
         }
     }
 
@@ -242,7 +241,7 @@ public enum HTTP2Wire {
 
     /// A new SETTINGS_INITIAL_WINDOW_SIZE applied to the open streams' send windows (RFC 9113 section 6.9.2: by the
     /// difference, which may leave a window negative; one over 2^31-1 is a connection error).
-    public static func adjustSendWindows<Stream>(
+    static func adjustSendWindows<Stream>(
         _ streams: inout [UInt32: Stream], by delta: Int, _ window: WritableKeyPath<Stream, Int>
     ) throws(ConnectionError) {
         guard delta != 0 else { return }

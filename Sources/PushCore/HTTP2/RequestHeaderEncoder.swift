@@ -155,11 +155,11 @@ public struct RequestHeaderEncoder: Sendable {
     /// the value is the one the field had last time (a value that changes with every request stays out of it).
     private mutating func write(_ field: Field, _ value: Value, to w: inout RawWriter) {
         let slot = slots[field.rawValue]
-        if slot.last == value, slot.entry > evicted {
+        let index = slot.last == value
+        if index, slot.entry > evicted {
             w.hpackInteger(62 + inserted - slot.entry, prefixBits: 7, pattern: 0x80)
             return
         }
-        let index = slot.last == value
         if let name = field.staticName {
             w.hpackInteger(name, prefixBits: index ? 6 : 4, pattern: index ? 0x40 : 0x00)
         } else {

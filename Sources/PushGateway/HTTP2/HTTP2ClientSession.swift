@@ -256,7 +256,7 @@ struct HTTP2ClientSession {
                 case HTTP2Wire.Setting.maxConcurrentStreams:
                     limit = Int(value)
                 default:
-                    _ = try peer.apply(parameter, value, to: &streams, \.sendWindow)
+                    try peer.apply(parameter, value, to: &streams, \.sendWindow)
                 }
             }
             HTTP2Wire.writeFrameHeader(length: 0, type: HTTP2Wire.settings, flags: HTTP2Wire.ack, stream: 0, to: &output)

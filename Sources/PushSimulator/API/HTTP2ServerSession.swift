@@ -293,7 +293,7 @@ struct HTTP2ServerSession {
                 pendingTableSizeUpdate = min(pendingTableSizeUpdate ?? 4096, Int(value))
             } else {
                 // MAX_CONCURRENT_STREAMS (this side opens none), MAX_HEADER_LIST_SIZE and unknown ones change nothing.
-                _ = try peer.apply(parameter, value, to: &streams, \.sendWindow)
+                try peer.apply(parameter, value, to: &streams, \.sendWindow)
             }
         }
         HTTP2Wire.writeFrameHeader(length: 0, type: HTTP2Wire.settings, flags: HTTP2Wire.ack, stream: 0, to: &output)
