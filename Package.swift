@@ -154,7 +154,7 @@ let package = Package(
         // What several test targets share (the test PKI).
         .target(
             name: "PushTestSupport",
-            dependencies: ["PushKafka", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["PushCore", "PushKafka", .product(name: "Logging", package: "swift-log")],
             path: "Tests/PushTestSupport",
             swiftSettings: strict
         ),

@@ -95,11 +95,24 @@ struct HTTPService: Service {
 
     func run() async throws {
         let (host, port) = WorkerConfiguration.split(listen)
-        let bound = try await endpoints.start(host: host, port: port)
+        let bound: Int
+        do {
+            bound = try await endpoints.start(host: host, port: port)
+        } catch {
+            throw HTTPListenError(listen: listen, reason: "\(error)")
+        }
         logger.info("http endpoints", metadata: ["listen": "\(host):\(bound)"])
         try? await gracefulShutdown()
         await endpoints.stop()
     }
+}
+
+/// The HTTP endpoints could not listen where `http.listen` says (the port is taken, the address is not local):
+/// the worker stops at start, naming the key.
+struct HTTPListenError: Error, CustomStringConvertible {
+    let listen: String
+    let reason: String
+    var description: String { "http.listen: cannot listen on \(listen): \(reason)" }
 }
 
 /// The feedback poller, cancelled at graceful shutdown (a poll in progress ends; its spool file stays for the next

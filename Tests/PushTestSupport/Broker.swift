@@ -16,8 +16,19 @@ public final class Broker: Sendable {
     public init() throws {
         let instance = Broker.instances.add(1, ordering: .relaxed).newValue
         dataDirectory = NSTemporaryDirectory() + "pushworker-broker-\(getpid())-\(instance)"
-        let port = try Broker.freePort()
-        let output = try Broker.script(["start", dataDirectory, String(port)])
+        // noida-db needs its port as a number: a free one is chosen here and bound by the broker a moment later,
+        // and any process can take it in between (another broker's control port, a connection's source port).
+        // Starting fails cleanly then ("port is already in use"), and another port is tried.
+        var started: String?
+        for attempt in 1...5 {
+            do {
+                started = try Broker.script(["start", dataDirectory, String(try Broker.freePort())])
+                break
+            } catch where attempt < 5 {
+                continue
+            }
+        }
+        let output = started ?? ""
         bootstrapServers = output.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").last.map(String.init) ?? ""
         precondition(bootstrapServers.hasPrefix("127.0.0.1:"), "scripts/kafka-broker start printed \(output)")
     }

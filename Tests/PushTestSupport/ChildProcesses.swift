@@ -1,4 +1,5 @@
 import Foundation
+import PushCore
 
 /// Executables built alongside the tests (the test bundle sits in the same folder).
 public enum BuiltExecutable {
@@ -56,4 +57,30 @@ public final class Child {
             process.waitUntilExit()
         }
     }
+}
+
+/// The port a `pushworker run` child serves its HTTP endpoints on, from its JSON log (`log: {format: json, level:
+/// info}`, standard error written to `path`). A worker given `listen: "127.0.0.1:0"` binds a free port itself: a
+/// port chosen by the test and bound later by the worker can be taken in between by any process on the machine (a
+/// broker's control port, a connection's source port) while tests run in parallel.
+public func workerHTTPPort(fromLog path: String, of worker: Child, within limit: Duration = .seconds(60)) async throws -> Int {
+    let deadline = ContinuousClock.now.advanced(by: limit)
+    while ContinuousClock.now < deadline && worker.process.isRunning {
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        for line in text.split(separator: "\n") where line.contains(#""message":"http endpoints""#) {
+            if let listen = try? JSONValue(parsing: String(line))["listen"]?.stringValue,
+                let port = listen.split(separator: ":").last.flatMap({ Int($0) })
+            {
+                return port
+            }
+        }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    throw ChildError("no \"http endpoints\" line in \(path) (worker running: \(worker.process.isRunning))")
+}
+
+/// A child process that did not do what the test waited for.
+public struct ChildError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }

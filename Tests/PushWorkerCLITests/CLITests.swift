@@ -104,6 +104,20 @@ import Testing
         #expect(!result.errors.contains("rdkafka"), "nothing touched Kafka: \(result.errors)")
     }
 
+    @Test func runStopsNamingTheListenKeyWhenItsPortIsTaken() throws {
+        let folder = NSTemporaryDirectory() + "taken-port-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let taken = try ListeningSocket()
+        try writeWorkerConfiguration(in: folder, extra: """
+            tls: {ca_file: \(TestPKI.path("ca.pem"))}
+            feedback: {spool_dir: \(folder)/spool}
+            http: {listen: "127.0.0.1:\(taken.port)"}
+            """)
+        let result = try run(["run", "--config", "\(folder)/worker.yaml"])
+        #expect(result.status == 1)
+        #expect(result.errors.contains("http.listen: cannot listen on 127.0.0.1:\(taken.port)"), "\(result.errors)")
+    }
+
     @Test(arguments: [
         ["frobnicate"],
         ["encode", "--format", "binary"],
@@ -146,7 +160,7 @@ import Testing
         try writeWorkerConfiguration(in: folder, extra: """
             tls: {ca_file: \(TestPKI.path("ca.pem"))}
             feedback: {spool_dir: \(folder)/spool}
-            http: {listen: "127.0.0.1:\(try Broker.freePort())"}
+            http: {listen: "127.0.0.1:0"}
             log: {format: json, level: info}
             """)
         let process = Process()
@@ -188,4 +202,31 @@ func writeWorkerConfiguration(in folder: String, privateKey: String = "app-key.p
         \(extra)
         """
     try config.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
+}
+
+/// A socket listening on a free loopback port until it is released.
+final class ListeningSocket {
+    let descriptor: Int32
+    let port: Int
+
+    init() throws {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listening = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, length) == 0 && listen(descriptor, 1) == 0 && getsockname(descriptor, $0, &length) == 0
+            }
+        }
+        guard listening else {
+            close(descriptor)
+            throw ChildError("cannot listen on a loopback port")
+        }
+        self.descriptor = descriptor
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close(descriptor) }
 }

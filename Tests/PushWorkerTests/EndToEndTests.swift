@@ -54,7 +54,6 @@ import Testing
         let gateway = listening["gateway"]!.stringValue!
         let feedback = listening["feedback"]!.stringValue!
 
-        let httpPort = try Broker.freePort()
         let config = """
             kafka:
               brokers: "\(servers)"
@@ -68,16 +67,18 @@ import Testing
                 feedback: "\(feedback)"
             tls: {ca_file: \(TestPKI.path("ca.pem"))}
             delivery: {acceptance_window_ms: 1000, reconnect: {initial_ms: 10, max_ms: 100}}
-            http: {listen: "127.0.0.1:\(httpPort)"}
-            log: {level: warning}
+            http: {listen: "127.0.0.1:0"}
+            log: {level: info, format: json}
             """
         try config.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
 
         let valid = 20_000
         let (events, invalid) = Self.events(valid: valid)
         try await produceEvents(servers, events)
-        let worker = try Child(binary, ["run", "--config", "\(folder)/worker.yaml"])
+        let workerLog = "\(folder)/worker.log"
+        let worker = try Child(binary, ["run", "--config", "\(folder)/worker.yaml"], standardError: workerLog)
         defer { worker.killNow() }
+        let httpPort = try await workerHTTPPort(fromLog: workerLog, of: worker)
 
         // Wait (polling the other processes' output, with a deadline) until the simulator recorded every valid
         // notification and every invalid event has its error event.
