@@ -84,6 +84,8 @@ def main():
     parser.add_argument("--json", help="write the results here as JSON")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, record file)")
     parser.add_argument("--uuid-ids", action="store_true", help="event ids are UUIDs (36 characters), not e1, e2, ...")
+    parser.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE",
+                        help="a librdkafka consumer property for the worker (repeatable)")
     args = parser.parse_args()
     if args.uuid_ids:
         h.event_id = h.uuid_event_id
@@ -127,7 +129,8 @@ def main():
         simulator = h.Simulator(args.binary, workdir, delay, api_port=api_port)
         http_port = h.free_port()
         config = h.worker_config(workdir, servers, simulator.gateway, simulator.feedback, http_port,
-                                 max_in_flight=max_in_flight, connections=args.connections, api_port=api_port)
+                                 max_in_flight=max_in_flight, connections=args.connections, api_port=api_port,
+                                 consumer_properties=dict(p.split("=", 1) for p in args.consumer_property))
         results["transport"] = "http2" if args.http2 else "binary"
         worker = h.Worker(args.binary, config, workdir, http_port)
         poller = h.Poller(worker, 10.0)

@@ -103,20 +103,26 @@ struct JSONReader {
         }
     }
 
-    /// Skips, eight at a time, string bytes that need no attention: printable ASCII other than `"` and `\\`.
+    /// Skips, eight at a time, string bytes that need no attention (printable ASCII other than `"` and `\\`), and
+    /// stops on the first byte that does.
     @inline(__always)
     private mutating func skipPlainStringBytes() {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highs: UInt64 = 0x8080_8080_8080_8080
         while position + 8 <= bytes.count {
             let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
-            // A byte below 0x20, or with the high bit set, or equal to '"' or '\\' stops the fast path.
+            // A byte below 0x20, or with the high bit set, or equal to '"' or '\\' stops the fast path. A borrow
+            // can mark a byte above one that is marked rightly, never one below it: the lowest mark is exact.
             let below20 = (word &- ones &* 0x20) & ~word
             let quote = word ^ (ones &* 0x22)
             let backslash = word ^ (ones &* 0x5C)
             let isQuote = (quote &- ones) & ~quote
             let isBackslash = (backslash &- ones) & ~backslash
-            if (below20 | isQuote | isBackslash | word) & highs != 0 { return }
+            let stops = (below20 | isQuote | isBackslash | word) & highs
+            if stops != 0 {
+                position += stops.trailingZeroBitCount >> 3
+                return
+            }
             position += 8
         }
     }

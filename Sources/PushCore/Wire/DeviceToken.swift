@@ -39,6 +39,17 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
         }
         var failure: DeviceTokenError? = nil
         let bytes = [UInt8](unsafeUninitializedCapacity: (upper - lower) / 2) { out, count in
+            // As producers write it: digits only, in pairs. Anything else (a space) starts over the long way.
+            if (upper - lower) & 1 == 0 {
+                var index = lower
+                while index < upper, let h = DeviceToken.nibble(text[index]), let l = DeviceToken.nibble(text[index + 1]) {
+                    out[count] = h << 4 | l
+                    count += 1
+                    index += 2
+                }
+                if index == upper { return }
+                count = 0
+            }
             var high: UInt8? = nil
             var index = lower
             while index < upper {

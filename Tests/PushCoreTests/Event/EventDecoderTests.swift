@@ -46,8 +46,27 @@ import Testing
         #expect(throws: DeviceTokenError.unbalancedBrackets) { try DeviceToken(hex: "<abcd") }
         #expect(throws: DeviceTokenError.unbalancedBrackets) { try DeviceToken(hex: "abcd>") }
         #expect(throws: DeviceTokenError.notHex(position: 0)) { try DeviceToken(hex: "\tab") }
+        // Digits in pairs are read two at a time; anything else in an even count is read again the long way.
+        #expect(try DeviceToken(hex: "ab cd ef").bytes == [0xAB, 0xCD, 0xEF])
+        #expect(try DeviceToken(hex: "ABcd").bytes == [0xAB, 0xCD])
+        #expect(throws: DeviceTokenError.notHex(position: 4)) { try DeviceToken(hex: "abcdzz") }
+        #expect(throws: DeviceTokenError.notHex(position: 5)) { try DeviceToken(hex: "abcdez") }
+        #expect(throws: DeviceTokenError.oddDigitCount) { try DeviceToken(hex: "abc de") }
         #expect(sampleToken.hex == sampleTokenHex)
         #expect(sampleToken.shortened == "740f…78ad")
+    }
+
+    /// Strings are scanned eight bytes at a time: the byte that ends the scan is found at every offset in a word.
+    @Test func aStringEndsOrFailsAtTheExactByteWhereverItFallsInAWord() throws {
+        for length in 0..<24 {
+            let text = String(repeating: "x", count: length)
+            #expect(try JSONValue(parsing: "[\"\(text)\",1]") == .array([.string(text), .number(1)]))
+            #expect(try JSONValue(parsing: "[\"\(text)\\n\(text)\"]") == .array([.string(text + "\n" + text)]))
+            #expect(try JSONValue(parsing: "[\"\(text)é\"]") == .array([.string(text + "é")]))
+            #expect(throws: JSONSyntaxError(.controlCharacterInString, at: 2 + length)) {
+                try JSONValue(parsing: "[\"\(text)\u{1}xxxxxxxxxx\"]")
+            }
+        }
     }
 
     @Test func eachRuleGetsItsReason() {
