@@ -72,10 +72,12 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
 
     /// The notifications whose acceptance window has passed, oldest first.
     mutating func acceptDue(now: Instant) -> [DeliveryOutcome] {
+        // Sent at or before this instant: due (one subtraction, not an addition per entry). The oldest is read in
+        // place and moved out, not copied.
+        let sentBy = now.advanced(by: .zero - acceptanceWindow)
         var accepted: [DeliveryOutcome] = []
-        while let first = inFlight.first, first.sentAt.advanced(by: acceptanceWindow) <= now {
-            accepted.append(.accepted(first.delivery))
-            inFlight.removeFirst()
+        while !inFlight.isEmpty, inFlight[0].sentAt <= sentBy {
+            accepted.append(.accepted(inFlight.removeFirst().delivery))
         }
         acceptedCount += accepted.count
         return accepted

@@ -539,7 +539,10 @@ public final class Pipeline: RecordSink {
     private func settle(_ outcomes: [DeliveryOutcome]) {
         let reportOutputs = reportTopic == nil ? 0 : 1
         var resolved: [Resolved] = []
-        resolved.reserveCapacity(outcomes.count)
+        // Most outcomes: accepted, with no output event. Only counted, with their latency: their record times alone
+        // go to the output work, not the whole entry.
+        var acceptedTimestamps: [Int64] = []
+        acceptedTimestamps.reserveCapacity(outcomes.count)
         state.withLock { s in
             for outcome in outcomes {
                 let ticket = LedgerTicket(outcome.ticket)
@@ -556,12 +559,14 @@ public final class Pipeline: RecordSink {
                     }
                     return outputs
                 }), let entry else { continue }
-                // The record's source only for the events that name it (not for an accepted one without a report).
-                let source = outputs == 0 ? nil : s.ledger.topicPartition(slot: ticket.slot).source(offset: offset)
-                resolved.append((outcome, ticket, entry, source, nil))
+                if outputs == 0 {  // accepted (a failure always has its error event)
+                    acceptedTimestamps.append(entry.timestamp)
+                    continue
+                }
+                resolved.append((outcome, ticket, entry, s.ledger.topicPartition(slot: ticket.slot).source(offset: offset), nil))
             }
         }
-        guard !resolved.isEmpty else { return }
+        guard !resolved.isEmpty || !acceptedTimestamps.isEmpty else { return }
         // This instance suppresses what its gateways reported gone at once, before any resend can be taken (the
         // other instances when they read the records).
         // SPEC section 10's time: the 410's timestamp, else the time of the answer. The same record goes to the topic.
@@ -582,23 +587,25 @@ public final class Pipeline: RecordSink {
         }
         // The output events are built off the event loop that reported the outcomes: it goes back to its sockets.
         outputsPending.add(1, ordering: .relaxed)
-        NIOThreadPool.singleton.submit { [self, resolved] _ in
-            produceOutputs(resolved)
+        NIOThreadPool.singleton.submit { [self, resolved, acceptedTimestamps] _ in
+            produceOutputs(resolved, acceptedTimestamps: acceptedTimestamps)
             outputsPending.subtract(1, ordering: .releasing)
         }
     }
 
-    /// An outcome resolved in the ledger: what its output events need (the record's source when one names it, and the
+    /// An outcome resolved in the ledger that writes output events: what they need (the record's source, and the
     /// suppression record its outcome writes, if any).
     private typealias Resolved = (
-        outcome: DeliveryOutcome, ticket: LedgerTicket, entry: HeldEvent, source: RecordSource?, suppression: SuppressionRecord?
+        outcome: DeliveryOutcome, ticket: LedgerTicket, entry: HeldEvent, source: RecordSource, suppression: SuppressionRecord?
     )
 
-    /// Builds and produces the output events of resolved outcomes, and counts them.
-    private func produceOutputs(_ resolved: [Resolved]) {
+    /// Builds and produces the output events of resolved outcomes, and counts them with the accepted ones that write
+    /// none (given by their records' timestamps).
+    private func produceOutputs(_ resolved: [Resolved], acceptedTimestamps: [Int64]) {
         let now = wallClock()
         var messages: [OutgoingMessage] = []
-        var accepted = 0
+        var accepted = acceptedTimestamps.count
+        for timestamp in acceptedTimestamps where timestamp > 0 { latency.recordMilliseconds(max(0, now - timestamp)) }
         var reasons: [DeliveryErrorReason] = []
         var suppressions: [SuppressionEntry] = []
         for (outcome, ticket, entry, source, suppressionRecord) in resolved {
@@ -612,7 +619,7 @@ public final class Pipeline: RecordSink {
                     suppressions.append(.lift(SuppressionKey(app: endpoint.app, environment: endpoint.environment, token: entry.token)))
                 }
                 if entry.timestamp > 0 { latency.recordMilliseconds(max(0, now - entry.timestamp)) }
-                if let reportTopic, let source {
+                if let reportTopic {
                     let token = entry.token
                     let report = DeliveryReport(
                         eventID: entry.id, app: endpoint.app, environment: endpoint.environment, token: token,
@@ -620,7 +627,6 @@ public final class Pipeline: RecordSink {
                     messages.append(OutgoingMessage(topic: reportTopic, key: Array(token.hex.utf8), value: report.json(), ticket: ticket))
                 }
             case .failed(let reason, let status, let detail):
-                guard let source else { continue }
                 let hex = entry.token.hex
                 let event = DeliveryErrorEvent(
                     eventID: entry.id, app: endpoint.app, environment: endpoint.environment.rawValue, token: hex,
