@@ -42,6 +42,11 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
             // As producers write it: digits only, in pairs. Anything else (a space) starts over the long way.
             if (upper - lower) & 1 == 0 {
                 var index = lower
+                while index + 8 <= upper, let four = DeviceToken.hexWord(text.loadUnaligned(fromByteOffset: index, as: UInt64.self)) {
+                    UnsafeMutableRawPointer(out.baseAddress! + count).storeBytes(of: four.littleEndian, as: UInt32.self)
+                    count += 4
+                    index += 8
+                }
                 while index < upper, let h = DeviceToken.nibble(text[index]), let l = DeviceToken.nibble(text[index + 1]) {
                     out[count] = h << 4 | l
                     count += 1
@@ -72,6 +77,31 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
         }
         if let failure { throw failure }
         try self.init(bytes: bytes)
+    }
+
+    /// The four bytes that eight hex digits (either case; the first digit in the word's lowest byte, as loaded from
+    /// text little-endian) spell, the first byte in the result's lowest; nil unless all eight are hex digits.
+    /// Computed in the word's lanes: a range test per byte that cannot carry into the next (bit tricks' `hasbetween`).
+    @inline(__always)
+    static func hexWord(_ loaded: UInt64) -> UInt32? {
+        let word = UInt64(littleEndian: loaded)
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        /// Bytes of `x` strictly between `m` and `n` get their high bit set (0 <= m <= 127, n <= 128).
+        @inline(__always) func between(_ x: UInt64, _ m: UInt64, _ n: UInt64) -> UInt64 {
+            let low7 = x & (ones &* 0x7F)
+            return (ones &* (127 + n) &- low7) & ~x & (low7 &+ ones &* (127 - m)) & highs
+        }
+        let isDigit = between(word, 0x2F, 0x3A)  // '0'...'9'
+        let isLetter = between(word | (ones &* 0x20), 0x60, 0x67)  // 'a'...'f', 'A'...'F' once lowercased
+        guard isDigit | isLetter == highs else { return nil }
+        // A digit's value is its low nibble; a letter's, its low nibble plus 9.
+        let values = (word & (ones &* 0x0F)) &+ (isLetter >> 7) &* 9
+        // Pairs: the first digit of each pair is the high nibble.
+        var packed = ((values & 0x000F_000F_000F_000F) << 4) | ((values >> 8) & 0x000F_000F_000F_000F)
+        packed = (packed | packed >> 8) & 0x0000_FFFF_0000_FFFF
+        packed = (packed | packed >> 16) & 0xFFFF_FFFF
+        return UInt32(truncatingIfNeeded: packed)
     }
 
     /// The value of one hex digit (either case), nil for any other byte.

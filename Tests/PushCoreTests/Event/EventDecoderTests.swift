@@ -56,6 +56,31 @@ import Testing
         #expect(sampleToken.shortened == "740f…78ad")
     }
 
+    /// Tokens are read eight digits at a time, then in pairs: on random text of hex digits and their neighbours
+    /// (`/`, `:`, `@`, `G`, `` ` ``, `g`, bytes with the high bit set), each result is the one digit by digit gives.
+    @Test func tokensReadEightDigitsAtATimeAgreeWithDigitByDigit() {
+        let alphabet: [UInt8] = Array("0123456789abcdefABCDEF/:@G`g".utf8) + [0x80, 0xC3, 0xFF, 0x00]
+        var random = SplitMix64(seed: 13)
+        for _ in 0..<20_000 {
+            let length = Int.random(in: 1...80, using: &random)
+            // Mostly digits, so that long runs of valid words come up; now and then one neighbour.
+            let text: [UInt8] = (0..<length).map { _ in
+                Int.random(in: 0..<12, using: &random) == 0 ? alphabet.randomElement(using: &random)! : alphabet[Int.random(in: 0..<22, using: &random)]
+            }
+            let expected: Result<[UInt8], DeviceTokenError>
+            if let bad = text.firstIndex(where: { DeviceToken.nibble($0) == nil }) {
+                expected = .failure(.notHex(position: bad))
+            } else if text.count % 2 == 1 {
+                expected = .failure(.oddDigitCount)
+            } else {
+                expected = .success(stride(from: 0, to: text.count, by: 2).map { DeviceToken.nibble(text[$0])! << 4 | DeviceToken.nibble(text[$0 + 1])! })
+            }
+            let actual = text.withUnsafeBytes { raw in Result { () throws(DeviceTokenError) in try DeviceToken(hexUTF8: raw).bytes } }
+            #expect(actual == expected, "\(text)")
+            if actual != expected { return }
+        }
+    }
+
     /// Strings are scanned eight bytes at a time: the byte that ends the scan is found at every offset in a word.
     @Test func aStringEndsOrFailsAtTheExactByteWhereverItFallsInAWord() throws {
         for length in 0..<24 {
