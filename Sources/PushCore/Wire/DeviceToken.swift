@@ -37,27 +37,29 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
         } else if lower < upper, text[upper - 1] == UInt8(ascii: ">") {
             throw .unbalancedBrackets
         }
+        // The digits' bounds, constant from here (the closure below reads them without exclusivity checks).
+        let (first, end) = (lower, upper)
         var failure: DeviceTokenError? = nil
-        let bytes = [UInt8](unsafeUninitializedCapacity: (upper - lower) / 2) { out, count in
+        let bytes = [UInt8](unsafeUninitializedCapacity: (end - first) / 2) { out, count in
             // As producers write it: digits only, in pairs. Anything else (a space) starts over the long way.
-            if (upper - lower) & 1 == 0 {
-                var index = lower
-                while index + 8 <= upper, let four = DeviceToken.hexWord(text.loadUnaligned(fromByteOffset: index, as: UInt64.self)) {
+            if (end - first) & 1 == 0 {
+                var index = first
+                while index + 8 <= end, let four = DeviceToken.hexWord(text.loadUnaligned(fromByteOffset: index, as: UInt64.self)) {
                     UnsafeMutableRawPointer(out.baseAddress! + count).storeBytes(of: four.littleEndian, as: UInt32.self)
                     count += 4
                     index += 8
                 }
-                while index < upper, let h = DeviceToken.nibble(text[index]), let l = DeviceToken.nibble(text[index + 1]) {
+                while index < end, let h = DeviceToken.nibble(text[index]), let l = DeviceToken.nibble(text[index + 1]) {
                     out[count] = h << 4 | l
                     count += 1
                     index += 2
                 }
-                if index == upper { return }
+                if index == end { return }
                 count = 0
             }
             var high: UInt8? = nil
-            var index = lower
-            while index < upper {
+            var index = first
+            while index < end {
                 let character = text[index]
                 index += 1
                 if character == 0x20 { continue }
