@@ -16,37 +16,23 @@ public final class Broker: Sendable {
     public init() throws {
         let instance = Broker.instances.add(1, ordering: .relaxed).newValue
         dataDirectory = NSTemporaryDirectory() + "pushworker-broker-\(getpid())-\(instance)"
-        // noida-db needs its port as a number: a free one is chosen here and bound by the broker a moment later,
-        // and any process can take it in between (another broker's control port, a connection's source port).
-        // Starting fails cleanly then ("port is already in use"), and another port is tried.
-        var started: String?
-        for attempt in 1...5 {
-            do {
-                started = try Broker.script(["start", dataDirectory, String(try Broker.freePort())])
-                break
-            } catch where attempt < 5 {
-                continue
-            }
-        }
-        let output = started ?? ""
+        let output = try Broker.start(dataDirectory)
         bootstrapServers = output.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").last.map(String.init) ?? ""
         precondition(bootstrapServers.hasPrefix("127.0.0.1:"), "scripts/kafka-broker start printed \(output)")
     }
 
-    /// A port nothing listens on now, from the kernel (bind to port 0, read it back, close).
-    public static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+    /// A port nothing listens on now, from the kernel (a listening socket's, closed again).
+    public static func freePort() throws -> Int { try ListeningSocket().port }
+
+    /// Starts noida-db on a free port and returns what the script printed. noida-db needs the port as a number: it is
+    /// chosen here and bound by the broker a moment later, and any process can take it in between (another broker's
+    /// control port, a connection's source port). Starting fails cleanly then ("port is already in use"), and another
+    /// port is tried.
+    private static func start(_ dataDirectory: String, attempts: Int = 5) throws -> String {
+        for _ in 1..<attempts {
+            if let output = try? script(["start", dataDirectory, String(try freePort())]) { return output }
         }
-        guard bound else { throw KafkaError("cannot find a free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
+        return try script(["start", dataDirectory, String(try freePort())])
     }
 
     public func stop() {

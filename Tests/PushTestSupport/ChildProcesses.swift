@@ -76,11 +76,12 @@ public func workerHTTPPort(fromLog path: String, of worker: Child, within limit:
         }
         try await Task.sleep(for: .milliseconds(20))
     }
-    throw ChildError("no \"http endpoints\" line in \(path) (worker running: \(worker.process.isRunning))")
+    throw TestSupportError("no \"http endpoints\" line in \(path) (worker running: \(worker.process.isRunning))")
 }
 
-/// A child process that did not do what the test waited for.
-public struct ChildError: Error, CustomStringConvertible {
+/// What a test helper could not do (a child process that did not do what the test waited for, a socket it could not
+/// open).
+public struct TestSupportError: Error, CustomStringConvertible {
     public let description: String
     public init(_ description: String) { self.description = description }
 }
