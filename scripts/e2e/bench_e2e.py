@@ -63,6 +63,36 @@ def kcat_ceiling(servers, total):
     return total / elapsed, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
 
 
+def per_second(receipts, arrivals):
+    """By the second each event was produced in: p99 of record-to-arrival at the probe, of record-to-receipt at the
+    simulator, and of arrival-to-receipt (what the worker and the gateway add after a consumer could have it)."""
+    seconds = {}
+    for n, (ts, received) in receipts.items():
+        arrived = arrivals.get(n)
+        if arrived is None:
+            continue
+        row = seconds.setdefault(ts // 1000, ([], [], []))
+        row[0].append(arrived[1] - ts)
+        row[1].append(received - ts)
+        row[2].append(received - arrived[1])
+    first = min(seconds) if seconds else 0
+    table = []
+    for second in sorted(seconds):
+        probe, receipt, after = (sorted(v) for v in seconds[second])
+        table.append({"second": second - first, "events": len(probe), "probe_p99": h.percentile(probe, 0.99),
+                      "receipt_p99": h.percentile(receipt, 0.99), "after_arrival_p99": h.percentile(after, 0.99)})
+    return table
+
+
+def print_per_second(table):
+    print("per second produced: p99 ms record->probe arrival / record->simulator receipt / probe arrival->receipt")
+    print(" ".join(f"{r['second']}:{r['probe_p99']}/{r['receipt_p99']}/{r['after_arrival_p99']}" for r in table))
+    slow = [r for r in table if r["receipt_p99"] > 50]
+    both = [r for r in slow if r["probe_p99"] > 50]
+    print(f"seconds with receipt p99 over 50 ms: {len(slow)} of {len(table)}; of them the probe's p99 was over 50 ms "
+          f"too in {len(both)}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--binary", required=True)
@@ -84,6 +114,9 @@ def main():
     parser.add_argument("--json", help="write the results here as JSON")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, record file)")
     parser.add_argument("--uuid-ids", action="store_true", help="event ids are UUIDs (36 characters), not e1, e2, ...")
+    parser.add_argument("--probe", action="store_true",
+                        help="rate mode: a plain consumer reads the input beside the worker; latency is then shown per "
+                             "second for both, to tell the broker's and the machine's pauses from the worker's")
     parser.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE",
                         help="a librdkafka consumer property for the worker (repeatable)")
     args = parser.parse_args()
@@ -97,7 +130,7 @@ def main():
         broker = h.MockBroker(os.path.join(os.path.dirname(args.binary), "kafka-test-helper"))
     else:
         broker = h.Broker(workdir)
-    simulator = worker = None
+    simulator = worker = probe = None
     results = {"mode": args.mode, "broker": args.broker, "payload_bytes": args.payload, "connections": args.connections,
                "machine": f"{os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d")}
     try:
@@ -145,12 +178,15 @@ def main():
             time.sleep(args.idle_seconds)
             idle_cpu_per_s = (worker.proc()[0] - cpu_before) / args.idle_seconds
             print(f"worker idle: {idle_cpu_per_s:.2f} CPU s per s with no events", flush=True)
+            if args.probe:
+                probe = h.LatencyProbe(servers, workdir)
             began = time.time()
             producer.at_rate(args.rate, args.seconds, args.payload)
             print(f"offered {total} events at {args.rate}/s for {args.seconds:.0f} s "
                   f"(took {time.time() - began:.1f} s)", flush=True)
         cpu, peak, by_thread = wait_outcomes(worker, total, timeout=max(600, args.seconds * 2))
         poller.stopped.set()
+        arrivals = probe.stop() if probe else None
         worker_started = worker.started
         status = worker.terminate()
         summary = simulator.stop()
@@ -204,6 +240,22 @@ def main():
                 w = results["rss_after_warmup_mb"]
                 print(f"RSS after the first minute: {w['min']}-{w['max']} MiB; mean of its first minute "
                       f"{w['first_minute_mean']} MiB, of its last minute {w['last_minute_mean']} MiB")
+        if arrivals is not None:
+            results["per_second"] = per_second(reader.receipts, arrivals)
+            probe_latencies = sorted(arrived - ts for ts, arrived in arrivals.values())
+            after_arrival = sorted(reader.receipts[n][1] - arrived for n, (_, arrived) in arrivals.items()
+                                   if n in reader.receipts)
+            results["probe_latency_ms"] = {"p50": h.percentile(probe_latencies, 0.5),
+                                           "p99": h.percentile(probe_latencies, 0.99),
+                                           "max": probe_latencies[-1] if probe_latencies else None}
+            results["after_probe_arrival_ms"] = {"p50": h.percentile(after_arrival, 0.5),
+                                                 "p99": h.percentile(after_arrival, 0.99),
+                                                 "max": after_arrival[-1] if after_arrival else None}
+            p, a = results["probe_latency_ms"], results["after_probe_arrival_ms"]
+            print(f"latency, record timestamp to a plain consumer beside the worker: p50 {p['p50']} ms, "
+                  f"p99 {p['p99']} ms, max {p['max']} ms ({len(arrivals)} events); from its arrival there to the "
+                  f"simulator's receipt: p50 {a['p50']} ms, p99 {a['p99']} ms, max {a['max']} ms")
+            print_per_second(results["per_second"])
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=2)
@@ -211,6 +263,8 @@ def main():
     finally:
         if worker and worker.process.poll() is None:
             worker.kill()
+        if probe and probe.process.poll() is None:
+            probe.process.kill()
         if simulator:
             simulator.process.kill()
         broker.stop()

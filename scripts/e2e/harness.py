@@ -353,6 +353,8 @@ class RecordReader:
         self.last_ms = None
         self.keep_latency = keep_latency
         self.latencies = []
+        # With keep_latency: event number -> (record timestamp, receipt), first receipt only.
+        self.receipts = {}
 
     def update(self):
         try:
@@ -375,6 +377,7 @@ class RecordReader:
             self.last_ms = ms if self.last_ms is None else max(self.last_ms, ms)
             if self.keep_latency:
                 self.latencies.append(ms - int(number.group(2)))
+                self.receipts.setdefault(int(number.group(1)), (int(number.group(2)), ms))
 
     @property
     def duplicates(self):
@@ -413,6 +416,31 @@ def percentile(sorted_values, q):
         return float("nan")
     index = min(len(sorted_values) - 1, max(0, int(round(q * (len(sorted_values) - 1)))))
     return sorted_values[index]
+
+
+class LatencyProbe:
+    """scripts/e2e/latency_probe.py in a process of its own: a plain consumer of the input topic beside the worker,
+    recording when each event reached a consumer at all. Tells the broker's and the machine's share of the latency
+    from the worker's."""
+
+    def __init__(self, servers, workdir):
+        self.path = os.path.join(workdir, "probe.txt")
+        self.process = subprocess.Popen(
+            ["python3", os.path.join(os.path.dirname(os.path.abspath(__file__)), "latency_probe.py"), servers, self.path],
+            stdout=subprocess.PIPE, text=True)
+        if self.process.stdout.readline().strip() != "ready":
+            raise RuntimeError("the latency probe did not start")
+
+    def stop(self):
+        """Stops it; returns event number -> (record timestamp, arrival), first arrival only."""
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=30)
+        arrivals = {}
+        with open(self.path) as f:
+            for line in f:
+                n, ts, arrived = (int(x) for x in line.split())
+                arrivals.setdefault(n, (ts, arrived))
+        return arrivals
 
 
 class Poller(threading.Thread):
