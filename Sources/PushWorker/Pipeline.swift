@@ -183,6 +183,8 @@ public final class Pipeline: RecordSink {
     private let endpointFormats: [NotificationFormat]
     /// Per endpoint, what the hot path needs (an `AppEndpoint` copy costs a retain of each of its strings).
     private let endpointKeys: [AppKey]
+    /// Which endpoint an event goes to.
+    private let directory: EndpointDirectory
     private let maxInFlight: Int
     private let share: Int
     private let logger: Logger
@@ -219,6 +221,7 @@ public final class Pipeline: RecordSink {
         legacyDecoders = configuration.endpoints.map { $0.format == .frame ? nil : EventDecoder(format: $0.format) }
         endpointFormats = configuration.endpoints.map(\.format)
         endpointKeys = configuration.endpoints.map(\.key)
+        directory = EndpointDirectory(configuration.endpoints)
         maxInFlight = delivery.maxInFlight
         share = max(1, delivery.maxInFlight / max(1, configuration.endpoints.count))
         state = Mutex(Ledger(ledger: InFlightLedger(groups: configuration.endpoints.count)))
@@ -252,7 +255,7 @@ public final class Pipeline: RecordSink {
     public func run(records: some AsyncSequence<[KafkaRecord], Never>) async throws {
         engine.start()
         for await batch in records {
-            var decoded = DecodedBatch(now: wallClock())
+            var decoded = DecodedBatch(now: wallClock(), capacity: batch.count)
             for r in batch {
                 r.value.withUnsafeBytes { decoded.add(r.topicPartition, offset: r.offset, timestamp: r.timestamp, value: $0, self) }
             }
@@ -299,7 +302,7 @@ public final class Pipeline: RecordSink {
     // MARK: RecordSink (the consumer's poll thread)
 
     public func consume(_ batch: PolledBatch) {
-        var decoded = DecodedBatch(now: wallClock())
+        var decoded = DecodedBatch(now: wallClock(), capacity: batch.count)
         var run: (handle: UnsafeRawPointer, partition: Int32, topicPartition: TopicPartition)?
         for i in 0..<batch.count {
             let r = batch[i]
@@ -340,11 +343,12 @@ public final class Pipeline: RecordSink {
 
     // MARK: Admission
 
-    /// What a record decoded to: a delivery for an endpoint, or an error event.
+    /// What a record decoded to: a delivery for an endpoint, or an error event (boxed: it is rare and several
+    /// times a delivery's size, which every element of a batch would otherwise take).
     fileprivate enum Decoded {
         case deliver(HeldEvent, Delivery)
         case deliverHTTP2(HeldEvent, HTTP2Delivery)
-        case reject(DeliveryErrorEvent)
+        indirect case reject(DeliveryErrorEvent)
     }
 
     /// A poll's records, decoded outside the ledger's lock.
@@ -352,7 +356,10 @@ public final class Pipeline: RecordSink {
         let now: Int64
         var records: [(partition: TopicPartition, offset: Int64, decoded: Decoded)] = []
 
-        init(now: Int64) { self.now = now }
+        init(now: Int64, capacity: Int) {
+            self.now = now
+            records.reserveCapacity(capacity)
+        }
 
         mutating func add(_ partition: TopicPartition, offset: Int64, timestamp: Int64, value: UnsafeRawBufferPointer, _ pipeline: Pipeline) {
             records.append((partition, offset, pipeline.decode(value, timestamp: timestamp, now: now) {
@@ -368,14 +375,14 @@ public final class Pipeline: RecordSink {
         case .failure(let rejection):
             // An HTTP/2 app has limits of its own (4096 or 5120 bytes, priority 1): its events are judged by them.
             if let app = rejection.app,
-                let index = configuration.endpointIndex(app: app, environment: rejection.environment.flatMap(APNsEnvironment.init(rawValue:))),
+                let index = directory.index(app: app, environment: rejection.environment.flatMap(APNsEnvironment.init(rawValue:))),
                 http2Apps[index] != nil
             {
                 return decodeHTTP2(value, endpoint: index, timestamp: timestamp, now: now, source: source)
             }
             return rejected(rejection, value, endpoint: nil, now: now, source: source)
         case .success(var event):
-            guard let index = configuration.endpointIndex(app: event.app, environment: event.environment) else {
+            guard let index = directory.index(app: event.app, environment: event.environment) else {
                 let env = event.environment.map { " (\($0.rawValue))" } ?? ""
                 return .reject(DeliveryErrorEvent(
                     failed: event, reason: .unknownApp, status: nil, detail: "no configuration for app \(event.app)\(env)",
@@ -478,7 +485,7 @@ public final class Pipeline: RecordSink {
     ) -> Decoded {
         var event = DeliveryErrorEvent(rejected: rejection, rawMessage: Array(value), source: source(), occurredAt: now)
         if event.environment == nil, rejection.environment == nil,
-            let index = endpoint ?? rejection.app.flatMap({ configuration.endpointIndex(app: $0, environment: nil) })
+            let index = endpoint ?? rejection.app.flatMap({ directory.index(app: $0, environment: nil) })
         {
             event.environment = configuration.endpoints[index].environment.rawValue
         }
@@ -700,16 +707,49 @@ extension TopicPartition {
 }
 
 extension PipelineConfiguration {
-    /// The endpoint an event goes to (see ``endpointIndex(app:environment:)``).
+    /// The endpoint an event goes to (see ``EndpointDirectory``).
     func endpoint(app: String, environment: APNsEnvironment?) -> AppEndpoint? {
-        endpointIndex(app: app, environment: environment).map { endpoints[$0] }
+        EndpointDirectory(endpoints).index(app: app, environment: environment).map { endpoints[$0] }
+    }
+}
+
+/// Which endpoint an event goes to: its environment's if it names one, else production's if configured, else the
+/// app's only (or first) environment's. Built once from the endpoints: the apps' names in one array and, per app,
+/// the index of each environment's endpoint, so that an event's lookup compares names only, once per app.
+struct EndpointDirectory: Sendable {
+    private struct Choices {
+        var production: Int32 = -1
+        var sandbox: Int32 = -1
+        var first: Int32
     }
 
-    /// The index of the endpoint an event goes to: its environment if named, else production if configured, else
-    /// the app's only (or first) environment.
-    func endpointIndex(app: String, environment: APNsEnvironment?) -> Int? {
-        if let environment { return endpoints.firstIndex { $0.app == app && $0.environment == environment } }
-        return endpoints.firstIndex { $0.app == app && $0.environment == .production } ?? endpoints.firstIndex { $0.app == app }
+    private var apps: [String] = []
+    private var choices: [Choices] = []
+
+    init(_ endpoints: [AppEndpoint]) {
+        for (index, endpoint) in endpoints.enumerated() {
+            let slot = apps.firstIndex(of: endpoint.app) ?? {
+                apps.append(endpoint.app)
+                choices.append(Choices(first: Int32(index)))
+                return apps.count - 1
+            }()
+            switch endpoint.environment {
+            case .production: if choices[slot].production < 0 { choices[slot].production = Int32(index) }
+            case .sandbox: if choices[slot].sandbox < 0 { choices[slot].sandbox = Int32(index) }
+            }
+        }
+    }
+
+    /// The index of the endpoint in the configuration, or nil when the app (or its named environment) has none.
+    func index(app: String, environment: APNsEnvironment?) -> Int? {
+        guard let slot = apps.firstIndex(of: app) else { return nil }
+        let found: Int32
+        switch environment {
+        case .production?: found = choices[slot].production
+        case .sandbox?: found = choices[slot].sandbox
+        case nil: found = choices[slot].production >= 0 ? choices[slot].production : choices[slot].first
+        }
+        return found >= 0 ? Int(found) : nil
     }
 }
 

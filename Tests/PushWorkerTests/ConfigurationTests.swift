@@ -155,6 +155,7 @@ func problem(_ yaml: String, _ env: [String: String] = [:]) -> ConfigurationErro
         #expect(pipeline.endpoint(app: "b", environment: nil)?.environment == .production)  // production when configured
         #expect(pipeline.endpoint(app: "b", environment: .sandbox)?.environment == .sandbox)
         #expect(pipeline.endpoint(app: "a", environment: .production) == nil)  // unknown_app
+        #expect(pipeline.endpoint(app: "c", environment: nil) == nil)
         #expect(c.endpoints.first { $0.app == "b" && $0.environment == .sandbox }?.gatewayHost == "gateway.sandbox.push.apple.com")
     }
 }
