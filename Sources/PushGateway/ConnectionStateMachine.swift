@@ -18,10 +18,11 @@ import PushCore
 /// - Expiration is checked before every send, resends included.
 struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration == Duration {
     struct Entry {
-        // The delivery first: the identifier takes the bytes it leaves (56 bytes an entry, 64 the other way).
+        // The delivery first: the identifier takes the bytes it leaves (40 bytes an entry).
         var delivery: Delivery
         var identifier: UInt32
-        var sentAt: Instant
+        /// When it was written: nanoseconds after the machine's `origin` (half an instant's size).
+        var sentAt: Int64
     }
 
     /// What an error response or a close means for the notifications in flight.
@@ -32,6 +33,13 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
         /// An error response named a notification this connection no longer holds (already accepted by the window,
         /// or never sent): nothing can be done for it but say so.
         var unmatchedIdentifier: UInt32?
+    }
+
+    /// A send's instant as the machine keeps it, nanoseconds after the first send's: taken once for a batch of
+    /// sends (an instant of the standard clocks is copied and converted through its type's witnesses, and the
+    /// conversion divides 128-bit numbers).
+    struct SendTime {
+        fileprivate let offset: Int64
     }
 
     enum SendDecision {
@@ -45,6 +53,8 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
     /// Notifications accepted on this connection so far.
     private(set) var acceptedCount = 0
     private var nextIdentifier: UInt32 = 1
+    /// What entries' send times count from: the first send.
+    private var origin: Instant?
     /// False once an error response arrived or the connection closed: nothing more may be sent on it.
     private(set) var isOpen = true
 
@@ -53,8 +63,21 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
         self.maxAttempts = maxAttempts
     }
 
+    /// `now` as a send time.
+    mutating func sendTime(at now: Instant) -> SendTime {
+        let origin = self.origin ?? now
+        self.origin = origin
+        return SendTime(offset: Self.nanoseconds(from: origin, to: now))
+    }
+
     /// Decides whether `delivery` goes out now; when it does, it is in flight from `now` with the identifier given.
     mutating func send(_ delivery: Delivery, now: Instant, unixNow: Int64) -> SendDecision {
+        send(delivery, at: sendTime(at: now), unixNow: unixNow)
+    }
+
+    /// Decides whether `delivery` goes out at `time`; when it does, it is in flight from then with the identifier
+    /// given.
+    mutating func send(_ delivery: Delivery, at time: SendTime, unixNow: Int64) -> SendDecision {
         precondition(isOpen, "nothing may be sent on a connection after an error response or a close")
         if Expiration.hasPassed(delivery.expiration, now: unixNow) {
             return .expired(.failed(
@@ -66,7 +89,7 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
         let identifier = nextIdentifier
         nextIdentifier &+= 1
         if nextIdentifier == 0 { nextIdentifier = 1 }
-        inFlight.append(Entry(delivery: delivery, identifier: identifier, sentAt: now))
+        inFlight.append(Entry(delivery: delivery, identifier: identifier, sentAt: time.offset))
         return .send(identifier: identifier)
     }
 
@@ -74,13 +97,26 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
     mutating func acceptDue(now: Instant) -> [DeliveryOutcome] {
         // Sent at or before this instant: due (one subtraction, not an addition per entry). The oldest is read in
         // place and moved out, not copied.
-        let sentBy = now.advanced(by: .zero - acceptanceWindow)
         var accepted: [DeliveryOutcome] = []
+        guard let origin else { return accepted }
+        let sentBy = Self.nanoseconds(from: origin, to: now.advanced(by: .zero - acceptanceWindow))
         while !inFlight.isEmpty, inFlight[0].sentAt <= sentBy {
             accepted.append(.accepted(inFlight.removeFirst().delivery))
         }
         acceptedCount += accepted.count
         return accepted
+    }
+
+    /// Whether the oldest notification in flight has passed the acceptance window by `now`.
+    func hasDue(now: Instant) -> Bool {
+        guard let origin, !inFlight.isEmpty else { return false }
+        return inFlight[0].sentAt <= Self.nanoseconds(from: origin, to: now.advanced(by: .zero - acceptanceWindow))
+    }
+
+    /// `instant` as nanoseconds after `origin` (negative before it).
+    private static func nanoseconds(from origin: Instant, to instant: Instant) -> Int64 {
+        let (seconds, attoseconds) = origin.duration(to: instant).components
+        return seconds &* 1_000_000_000 &+ attoseconds / 1_000_000_000
     }
 
     /// An error response: settles everything in flight. The connection is not used again.

@@ -23,13 +23,8 @@ public struct DeliveryTicket: Hashable, Sendable, ExpressibleByIntegerLiteral, C
 public struct Delivery: Sendable {
     /// The caller's reference, echoed in the outcome.
     public var ticket: DeliveryTicket
-    /// The notification in the pool's format, identifier 0, in an array of exactly its size.
-    let frame: [UInt8]
-    /// Where the identifier sits in `frame` (0 for the simple format, which has none: no identifier is at 0 in the
-    /// other formats, whose first byte is the command).
-    let identifierOffset: UInt16
-    /// UNIX seconds; 0 never expires.
-    public let expiration: UInt32
+    /// The notification in the pool's format, identifier 0, with its size, identifier offset and expiration.
+    private let frame: SharedFrame
     private var sendCount: UInt16 = 0
     private var failureCount: UInt16 = 0
     /// Times written to a gateway connection.
@@ -49,22 +44,62 @@ public struct Delivery: Sendable {
 
     public init(ticket: DeliveryTicket, notification: PushNotification, format: NotificationFormat) {
         self.ticket = ticket
-        var n = notification
-        n.identifier = 0
-        frame = NotificationEncoder.encodeBytes(n, format: format)
-        expiration = notification.expiration
-        switch format {
-        case .frame: identifierOffset = UInt16(5 + 3 + n.token.bytes.count + 3 + n.payload.count + 3)
-        case .enhanced: identifierOffset = 1
-        case .simple: identifierOffset = 0
-        }
+        frame = SharedFrame(EncodedFrame.make(notification, format: format))
     }
+
+    /// UNIX seconds; 0 never expires.
+    public var expiration: UInt32 { frame.buffer.header.expiration }
+
+    /// The frame's size in bytes.
+    var frameSize: Int { Int(frame.buffer.header.count) }
 
     /// Writes the frame with `identifier` into `buffer`.
     func write(identifier: UInt32, into buffer: inout ByteBuffer) {
-        let start = buffer.writerIndex
-        buffer.writeBytes(frame)
-        if identifierOffset != 0 { buffer.setInteger(identifier, at: start + Int(identifierOffset)) }
+        let frame = self.frame.buffer
+        let count = Int(frame.header.count)
+        let identifierOffset = Int(frame.header.identifierOffset)
+        frame.withUnsafeMutablePointerToElements { bytes in
+            _ = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { out in
+                out.baseAddress!.copyMemory(from: bytes, byteCount: count)
+                if identifierOffset != 0 {
+                    out.storeBytes(of: identifier.bigEndian, toByteOffset: identifierOffset, as: UInt32.self)
+                }
+                return count
+            }
+        }
+    }
+}
+
+/// A notification's frame in one allocation: an object header, eight bytes and the frame (an array's header alone
+/// is 32 bytes), with what the engine reads besides the bytes. Written once, when made; read only after.
+final class EncodedFrame: ManagedBuffer<EncodedFrame.Header, UInt8> {
+    struct Header {
+        /// The frame's size in bytes (at most 2,177: a 100-byte token and a 2,048-byte payload).
+        let count: UInt16
+        /// Where the identifier sits (0 for the simple format, which has none: no identifier is at 0 in the other
+        /// formats, whose first byte is the command).
+        let identifierOffset: UInt16
+        /// UNIX seconds; 0 never expires.
+        let expiration: UInt32
+    }
+
+    /// `notification` in `format`, its identifier 0 (written in at each send).
+    static func make(_ notification: PushNotification, format: NotificationFormat) -> EncodedFrame {
+        var n = notification
+        n.identifier = 0
+        let size = n.encodedSize(format)
+        let identifierOffset = switch format {
+        case .frame: 5 + 3 + n.token.bytes.count + 3 + n.payload.count + 3
+        case .enhanced: 1
+        case .simple: 0
+        }
+        let made = create(minimumCapacity: size) { _ in
+            Header(count: UInt16(size), identifierOffset: UInt16(identifierOffset), expiration: n.expiration)
+        }
+        _ = made.withUnsafeMutablePointerToElements { bytes in
+            NotificationEncoder.encode(n, format: format, into: UnsafeMutableRawBufferPointer(start: bytes, count: size))
+        }
+        return unsafeDowncast(made, to: EncodedFrame.self)
     }
 }
 
@@ -99,4 +134,12 @@ public struct DeliveryOutcome: Sendable, Hashable {
     static func failed(_ d: Delivery, _ reason: DeliveryErrorReason, status: GatewayStatus?, _ detail: String) -> DeliveryOutcome {
         DeliveryOutcome(ticket: d.ticket, result: .failed(reason, status: status, detail: detail), attempts: d.sends)
     }
+}
+
+/// An `EncodedFrame` shared between threads: it is written only while it is made, before anyone else sees it
+/// (`ManagedBuffer` cannot say so itself).
+struct SharedFrame: @unchecked Sendable {
+    let buffer: EncodedFrame
+
+    init(_ buffer: EncodedFrame) { self.buffer = buffer }
 }

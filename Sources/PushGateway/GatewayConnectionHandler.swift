@@ -246,6 +246,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
             context.close(promise: nil)
             return
         }
+        let sendTime = machine.sendTime(at: now)
         var batches = 0
         // A failed write (the gateway reset the connection) closes the channel within the flush, and an ended
         // channel may still say it is writable: `ready` and the machine are asked again before every batch.
@@ -260,10 +261,10 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
             if batch.isEmpty { break }
             batches += 1
             let unixNow = unixSeconds()
-            var buffer = context.channel.allocator.buffer(capacity: batch.count * (batch[0].frame.count + 16))
+            var buffer = context.channel.allocator.buffer(capacity: batch.count * (batch[0].frameSize + 16))
             var expired: [DeliveryOutcome] = []
             for delivery in batch {
-                switch machine.send(delivery, now: now, unixNow: unixNow) {
+                switch machine.send(delivery, at: sendTime, unixNow: unixNow) {
                 case .send(let identifier): delivery.write(identifier: identifier, into: &buffer)
                 case .expired(let outcome): expired.append(outcome)
                 }
@@ -298,7 +299,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
     private func tick() {
         let now = self.now()
         if ready { pool.stillHealthy(at: now) }
-        guard let context, machine.inFlight.first.map({ $0.sentAt.advanced(by: machine.acceptanceWindow) <= now }) == true else { return }
+        guard let context, machine.hasDue(now: now) else { return }
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
         context.eventLoop.scheduleTask(in: .zero) {
             let handler = loopBound.value

@@ -53,6 +53,28 @@ func sendAll(_ m: inout Machine, _ n: Int) -> [UInt32] {
         #expect(m.acceptDue(now: t0.advanced(by: .milliseconds(1500))).map(\.ticket) == [2])
     }
 
+    /// Send times are kept as nanoseconds after the first send: the window is exact to the nanosecond, before and
+    /// long after the first send, and `hasDue` agrees with `acceptDue`.
+    @Test func theWindowIsExactToTheNanosecondAsTimeGoesOn() {
+        var m = Machine(acceptanceWindow: .seconds(2), maxAttempts: 5)
+        #expect(!m.hasDue(now: t0.advanced(by: .seconds(10))))  // nothing sent yet
+        let later = t0.advanced(by: .seconds(86_400 * 400) + .nanoseconds(7))
+        _ = m.send(delivery(1), now: t0, unixNow: now)
+        _ = m.send(delivery(2), now: t0, unixNow: now)  // the same instant as the one before
+        _ = m.send(delivery(3), now: later, unixNow: now)
+        let dueFirst = t0.advanced(by: .seconds(2))
+        #expect(!m.hasDue(now: dueFirst.advanced(by: .nanoseconds(-1))))
+        #expect(m.acceptDue(now: dueFirst.advanced(by: .nanoseconds(-1))).isEmpty)
+        #expect(m.hasDue(now: dueFirst))
+        #expect(m.acceptDue(now: dueFirst).map(\.ticket) == [1, 2])
+        let dueLast = later.advanced(by: .seconds(2))
+        #expect(!m.hasDue(now: dueLast.advanced(by: .nanoseconds(-1))))
+        #expect(m.acceptDue(now: dueLast.advanced(by: .nanoseconds(-1))).isEmpty)
+        #expect(m.hasDue(now: dueLast))
+        #expect(m.acceptDue(now: dueLast).map(\.ticket) == [3])
+        #expect(!m.hasDue(now: dueLast.advanced(by: .seconds(1))))  // nothing left
+    }
+
     @Test func aFinalStatusFailsTheNamedOneAndResendsTheRestUncounted() {
         var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5)
         let ids = sendAll(&m, 5)

@@ -49,6 +49,17 @@ public enum NotificationEncoder {
         }
     }
 
+    /// Writes `notification` in `format` at the start of `out`, which has room for its `encodedSize(format)` bytes;
+    /// returns how many it wrote.
+    @inlinable
+    public static func encode(_ notification: PushNotification, format: NotificationFormat, into out: UnsafeMutableRawBufferPointer) -> Int {
+        let size = notification.encodedSize(format)
+        precondition(out.count >= size, "no room for the notification")
+        var w = RawWriter(out)
+        write(notification, format: format, size: size, to: &w)
+        return w.offset
+    }
+
     /// The encoded bytes of one notification.
     public static func encode(_ notification: PushNotification, format: NotificationFormat) -> ByteBuffer {
         var buffer = ByteBufferAllocator().buffer(capacity: notification.encodedSize(format))
@@ -56,15 +67,10 @@ public enum NotificationEncoder {
         return buffer
     }
 
-    /// The encoded bytes of one notification in an array of exactly their size (a `ByteBuffer` rounds its
-    /// capacity up to a power of two: 512 bytes for a 350-byte frame, which a held notification would keep).
-    @inlinable
+    /// The encoded bytes of one notification in an array of exactly their size.
     public static func encodeBytes(_ notification: PushNotification, format: NotificationFormat) -> [UInt8] {
-        let size = notification.encodedSize(format)
-        return [UInt8](unsafeUninitializedCapacity: size) { out, count in
-            var w = RawWriter(UnsafeMutableRawBufferPointer(out))
-            write(notification, format: format, size: size, to: &w)
-            count = w.offset
+        [UInt8](unsafeUninitializedCapacity: notification.encodedSize(format)) { out, count in
+            count = encode(notification, format: format, into: UnsafeMutableRawBufferPointer(out))
         }
     }
 
