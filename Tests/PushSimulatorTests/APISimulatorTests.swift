@@ -94,9 +94,13 @@ struct H2TestClient: Sendable {
         }
         let context = try NIOSSLContext(configuration: tls)
         let frames = ConnectionFrames()
-        var connection = NIOHTTP2Handler.ConnectionConfiguration()
-        var streams = NIOHTTP2Handler.StreamConfiguration()
-        if !validatingHeaders { connection.headerBlockValidation = .disabled; streams.streamResetFrameRateLimit.maximumCount = 100_000 }
+        var connectionSettings = NIOHTTP2Handler.ConnectionConfiguration()
+        var streamSettings = NIOHTTP2Handler.StreamConfiguration()
+        if !validatingHeaders {
+            connectionSettings.headerBlockValidation = .disabled
+            streamSettings.streamResetFrameRateLimit.maximumCount = 100_000
+        }
+        let (connection, streams) = (connectionSettings, streamSettings)
         let (channel, multiplexer) = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connect(host: "127.0.0.1", port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
