@@ -151,17 +151,18 @@ public enum DeviceTokenError: Error, Hashable, Sendable, CustomStringConvertible
 
 /// Lowercase hex encoding.
 public enum Hex {
-    private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
-
+    /// The `2 * bytes.count` lowercase hex digits of `bytes`.
     public static func encode(_ bytes: some Collection<UInt8>) -> String {
-        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
-            var i = 0
-            for b in bytes {
-                out[i] = digits[Int(b >> 4)]
-                out[i + 1] = digits[Int(b & 0x0f)]
-                i += 2
-            }
-            return i
+        if let encoded = bytes.withContiguousStorageIfAvailable({ encode(UnsafeRawBufferPointer($0)) }) { return encoded }
+        return Array(bytes).withUnsafeBytes { encode($0) }
+    }
+
+    /// The `2 * bytes.count` lowercase hex digits of `bytes`.
+    public static func encode(_ bytes: UnsafeRawBufferPointer) -> String {
+        guard !bytes.isEmpty else { return "" }
+        return String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            write(bytes, to: UnsafeMutableRawPointer(out.baseAddress!))
+            return bytes.count * 2
         }
     }
 

@@ -56,6 +56,19 @@ import Testing
         #expect(sampleToken.shortened == "740f…78ad")
     }
 
+    /// Hex is written four bytes at a time, then one at a time: every length's digits are the ones a byte at a
+    /// time gives, from contiguous bytes and from a collection that has no contiguous storage.
+    @Test func hexEncodingAgreesWithOneByteAtATime() {
+        let digits = Array("0123456789abcdef")
+        for length in 0...13 {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 73 &+ 0xA5) }
+            let expected = String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0F)]] })
+            #expect(Hex.encode(bytes) == expected)
+            #expect(Hex.encode(bytes.lazy.map { $0 }) == expected)
+            #expect(bytes.withUnsafeBytes { Hex.encode($0) } == expected)
+        }
+    }
+
     /// Tokens are read eight digits at a time, then in pairs: on random text of hex digits and their neighbours
     /// (`/`, `:`, `@`, `G`, `` ` ``, `g`, bytes with the high bit set), each result is the one digit by digit gives.
     @Test func tokensReadEightDigitsAtATimeAgreeWithDigitByDigit() {
