@@ -544,7 +544,10 @@ public final class Pipeline: RecordSink {
     /// Outcomes from the engine (an event-loop thread, a batch at a time): resolved in the ledger under one lock,
     /// then their output events are handed to the producer.
     private func settle(_ outcomes: [DeliveryOutcome]) {
+        // What decides an outcome's output events, read once (not through `self` per outcome).
         let reportOutputs = reportTopic == nil ? 0 : 1
+        let suppressing = suppressionTopic != nil
+        let feedbackOutputs = feedbackTopic == nil ? 0 : 1
         var resolved: [Resolved] = []
         // Most outcomes: accepted, with no output event. Only counted, with their latency: their record times alone
         // go to the output work, not the whole entry.
@@ -557,12 +560,12 @@ public final class Pipeline: RecordSink {
                 guard let (entry, offset) = s.ledger.resolve(ticket, outputs: { entry in
                     if outcome.result == .accepted {
                         // A token registered again: its suppression's tombstone.
-                        outputs = reportOutputs + (suppressionTopic != nil && entry?.liftsSuppression == true ? 1 : 0)
+                        outputs = reportOutputs + (suppressing && entry?.liftsSuppression == true ? 1 : 0)
                     } else {
                         // A 410 gives a feedback event too (when the feedback topic is set); a token reported gone,
                         // a suppression record.
-                        outputs = 1 + (outcome.unregisteredAt != nil && feedbackTopic != nil ? 1 : 0)
-                            + (suppressionTopic != nil && Self.suppressionReason(of: outcome) != nil ? 1 : 0)
+                        outputs = 1 + (outcome.unregisteredAt != nil ? feedbackOutputs : 0)
+                            + (suppressing && Self.suppressionReason(of: outcome) != nil ? 1 : 0)
                     }
                     return outputs
                 }), let entry else { continue }
