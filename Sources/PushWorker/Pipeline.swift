@@ -709,13 +709,6 @@ extension TopicPartition {
     func source(offset: Int64) -> RecordSource { RecordSource(topic: topic, partition: partition, offset: offset) }
 }
 
-extension PipelineConfiguration {
-    /// The endpoint an event goes to (see ``EndpointDirectory``).
-    func endpoint(app: String, environment: APNsEnvironment?) -> AppEndpoint? {
-        EndpointDirectory(endpoints).index(app: app, environment: environment).map { endpoints[$0] }
-    }
-}
-
 /// Which endpoint an event goes to: its environment's if it names one, else production's if configured, else the
 /// app's only (or first) environment's. Built once from the endpoints: the apps' names in one array and, per app,
 /// the index of each environment's endpoint, so that an event's lookup compares names only, once per app.

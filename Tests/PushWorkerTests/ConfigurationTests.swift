@@ -150,12 +150,13 @@ func problem(_ yaml: String, _ env: [String: String] = [:]) -> ConfigurationErro
               - {bundle_id: b, environment: sandbox, certificate: c, private_key: k}
               - {bundle_id: b, environment: production, certificate: c, private_key: k}
             """)
-        let pipeline = PipelineConfiguration(deliveryErrorTopic: "e", endpoints: c.endpoints)
-        #expect(pipeline.endpoint(app: "a", environment: nil)?.environment == .sandbox)  // the only one
-        #expect(pipeline.endpoint(app: "b", environment: nil)?.environment == .production)  // production when configured
-        #expect(pipeline.endpoint(app: "b", environment: .sandbox)?.environment == .sandbox)
-        #expect(pipeline.endpoint(app: "a", environment: .production) == nil)  // unknown_app
-        #expect(pipeline.endpoint(app: "c", environment: nil) == nil)
+        let directory = EndpointDirectory(c.endpoints)
+        #expect(directory.index(app: "a", environment: nil) == 0)  // the only one
+        #expect(directory.index(app: "b", environment: nil) == 2)  // production when configured
+        #expect(directory.index(app: "b", environment: .sandbox) == 1)
+        #expect(directory.index(app: "b", environment: .production) == 2)
+        #expect(directory.index(app: "a", environment: .production) == nil)  // unknown_app
+        #expect(directory.index(app: "c", environment: nil) == nil)
         #expect(c.endpoints.first { $0.app == "b" && $0.environment == .sandbox }?.gatewayHost == "gateway.sandbox.push.apple.com")
     }
 }
