@@ -98,8 +98,7 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
         // Sent at or before this instant: due (one subtraction, not an addition per entry). The oldest is read in
         // place and moved out, not copied.
         var accepted: [DeliveryOutcome] = []
-        guard let origin else { return accepted }
-        let sentBy = Self.nanoseconds(from: origin, to: now.advanced(by: .zero - acceptanceWindow))
+        guard let sentBy = sentBy(now) else { return accepted }
         while !inFlight.isEmpty, inFlight[0].sentAt <= sentBy {
             accepted.append(.accepted(inFlight.removeFirst().delivery))
         }
@@ -109,8 +108,13 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
 
     /// Whether the oldest notification in flight has passed the acceptance window by `now`.
     func hasDue(now: Instant) -> Bool {
-        guard let origin, !inFlight.isEmpty else { return false }
-        return inFlight[0].sentAt <= Self.nanoseconds(from: origin, to: now.advanced(by: .zero - acceptanceWindow))
+        guard !inFlight.isEmpty, let sentBy = sentBy(now) else { return false }
+        return inFlight[0].sentAt <= sentBy
+    }
+
+    /// The send time by which a notification has passed the acceptance window at `now`; nil before the first send.
+    private func sentBy(_ now: Instant) -> Int64? {
+        origin.map { Self.nanoseconds(from: $0, to: now.advanced(by: .zero - acceptanceWindow)) }
     }
 
     /// `instant` as nanoseconds after `origin` (negative before it).

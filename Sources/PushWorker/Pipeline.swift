@@ -714,9 +714,9 @@ extension TopicPartition {
 /// the index of each environment's endpoint, so that an event's lookup compares names only, once per app.
 struct EndpointDirectory: Sendable {
     private struct Choices {
-        var production: Int32 = -1
-        var sandbox: Int32 = -1
-        var first: Int32
+        var production: Int?
+        var sandbox: Int?
+        let first: Int
     }
 
     private var apps: [String] = []
@@ -724,14 +724,14 @@ struct EndpointDirectory: Sendable {
 
     init(_ endpoints: [AppEndpoint]) {
         for (index, endpoint) in endpoints.enumerated() {
-            let slot = apps.firstIndex(of: endpoint.app) ?? {
+            if !apps.contains(endpoint.app) {
                 apps.append(endpoint.app)
-                choices.append(Choices(first: Int32(index)))
-                return apps.count - 1
-            }()
+                choices.append(Choices(first: index))
+            }
+            let slot = apps.firstIndex(of: endpoint.app)!
             switch endpoint.environment {
-            case .production: if choices[slot].production < 0 { choices[slot].production = Int32(index) }
-            case .sandbox: if choices[slot].sandbox < 0 { choices[slot].sandbox = Int32(index) }
+            case .production: choices[slot].production = choices[slot].production ?? index
+            case .sandbox: choices[slot].sandbox = choices[slot].sandbox ?? index
             }
         }
     }
@@ -739,13 +739,12 @@ struct EndpointDirectory: Sendable {
     /// The index of the endpoint in the configuration, or nil when the app (or its named environment) has none.
     func index(app: String, environment: APNsEnvironment?) -> Int? {
         guard let slot = apps.firstIndex(of: app) else { return nil }
-        let found: Int32
+        let app = choices[slot]
         switch environment {
-        case .production?: found = choices[slot].production
-        case .sandbox?: found = choices[slot].sandbox
-        case nil: found = choices[slot].production >= 0 ? choices[slot].production : choices[slot].first
+        case .production?: return app.production
+        case .sandbox?: return app.sandbox
+        case nil: return app.production ?? app.first
         }
-        return found >= 0 ? Int(found) : nil
     }
 }
 

@@ -63,6 +63,12 @@ def kcat_ceiling(servers, total):
     return total / elapsed, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
 
 
+def latency_summary(sorted_values):
+    """p50, p99, p99.9 and max of sorted latencies."""
+    return {"p50": h.percentile(sorted_values, 0.5), "p99": h.percentile(sorted_values, 0.99),
+            "p999": h.percentile(sorted_values, 0.999), "max": sorted_values[-1] if sorted_values else None}
+
+
 def per_second(receipts, arrivals):
     """By the second each event was produced in: p99 of record-to-arrival at the probe, of record-to-receipt at the
     simulator, and of arrival-to-receipt (what the worker and the gateway add after a consumer could have it)."""
@@ -201,8 +207,7 @@ def main():
             "delivered": delivered, "missing": total - delivered, "duplicates": reader.duplicates,
             "notifications_per_s": round(total / elapsed),
             "notifications_per_s_first_to_last_receipt": round(total / max(0.001, (reader.last_ms - reader.first_ms) / 1000)),
-            "latency_ms": {"p50": h.percentile(latencies, 0.5), "p99": h.percentile(latencies, 0.99),
-                           "p999": h.percentile(latencies, 0.999), "max": latencies[-1] if latencies else None},
+            "latency_ms": latency_summary(latencies),
             "worker_peak_rss_mb": round(peak / 2**20, 1),
             "worker_cpu_s": round(cpu, 2),
             "worker_cpu_s_per_million": round(cpu / total * 1e6, 2),
@@ -245,12 +250,8 @@ def main():
             probe_latencies = sorted(arrived - ts for ts, arrived in arrivals.values())
             after_arrival = sorted(reader.receipts[n][1] - arrived for n, (_, arrived) in arrivals.items()
                                    if n in reader.receipts)
-            results["probe_latency_ms"] = {"p50": h.percentile(probe_latencies, 0.5),
-                                           "p99": h.percentile(probe_latencies, 0.99),
-                                           "max": probe_latencies[-1] if probe_latencies else None}
-            results["after_probe_arrival_ms"] = {"p50": h.percentile(after_arrival, 0.5),
-                                                 "p99": h.percentile(after_arrival, 0.99),
-                                                 "max": after_arrival[-1] if after_arrival else None}
+            results["probe_latency_ms"] = latency_summary(probe_latencies)
+            results["after_probe_arrival_ms"] = latency_summary(after_arrival)
             p, a = results["probe_latency_ms"], results["after_probe_arrival_ms"]
             print(f"latency, record timestamp to a plain consumer beside the worker: p50 {p['p50']} ms, "
                   f"p99 {p['p99']} ms, max {p['max']} ms ({len(arrivals)} events); from its arrival there to the "
