@@ -53,6 +53,9 @@ public struct Delivery: Sendable {
     /// The frame's size in bytes.
     var frameSize: Int { Int(frame.buffer.header.count) }
 
+    /// Its device token, read from the frame when asked for.
+    public var tokenSource: DeliveryTokenSource { DeliveryTokenSource(frame: frame) }
+
     /// Writes the frame with `identifier` into `buffer`.
     func write(identifier: UInt32, into buffer: inout ByteBuffer) {
         let frame = self.frame.buffer
@@ -101,6 +104,20 @@ final class EncodedFrame: ManagedBuffer<EncodedFrame.Header, UInt8> {
         }
         return unsafeDowncast(made, to: EncodedFrame.self)
     }
+
+    /// The device token it carries: every format has the token's length at a fixed place after its command.
+    var token: DeviceToken {
+        withUnsafeMutablePointerToElements { bytes in
+            let lengthOffset = switch bytes[0] {
+            case 0: 1  // command, length
+            case 1: 9  // command, identifier, expiration, length
+            default: 6  // command, frame length, item id, item length
+            }
+            let count = Int(bytes[lengthOffset]) << 8 | Int(bytes[lengthOffset + 1])
+            // Written from a valid token when the frame was made.
+            return try! DeviceToken(bytes: Array(UnsafeBufferPointer(start: bytes + lengthOffset + 2, count: count)))
+        }
+    }
 }
 
 /// The terminal outcome of a delivery: exactly one per submitted delivery.
@@ -111,6 +128,8 @@ public struct DeliveryOutcome: Sendable, Hashable {
     }
 
     public var ticket: DeliveryTicket
+    /// The delivery's device token, for the output events (the caller need not keep a copy).
+    public var tokenSource: DeliveryTokenSource
     public var result: Result
     /// How many times it was written to the gateway.
     public var attempts: Int
@@ -119,8 +138,12 @@ public struct DeliveryOutcome: Sendable, Hashable {
     /// HTTP/2 410: when Apple says the token stopped being valid (UNIX milliseconds): a feedback event follows.
     public var unregisteredAt: Int64?
 
-    public init(ticket: DeliveryTicket, result: Result, attempts: Int, httpStatus: UInt16? = nil, unregisteredAt: Int64? = nil) {
+    public init(
+        ticket: DeliveryTicket, tokenSource: DeliveryTokenSource, result: Result, attempts: Int, httpStatus: UInt16? = nil,
+        unregisteredAt: Int64? = nil
+    ) {
         self.ticket = ticket
+        self.tokenSource = tokenSource
         self.result = result
         self.attempts = attempts
         self.httpStatus = httpStatus
@@ -128,12 +151,38 @@ public struct DeliveryOutcome: Sendable, Hashable {
     }
 
     static func accepted(_ d: Delivery) -> DeliveryOutcome {
-        DeliveryOutcome(ticket: d.ticket, result: .accepted, attempts: d.sends)
+        DeliveryOutcome(ticket: d.ticket, tokenSource: d.tokenSource, result: .accepted, attempts: d.sends)
     }
 
     static func failed(_ d: Delivery, _ reason: DeliveryErrorReason, status: GatewayStatus?, _ detail: String) -> DeliveryOutcome {
-        DeliveryOutcome(ticket: d.ticket, result: .failed(reason, status: status, detail: detail), attempts: d.sends)
+        DeliveryOutcome(
+            ticket: d.ticket, tokenSource: d.tokenSource, result: .failed(reason, status: status, detail: detail), attempts: d.sends)
     }
+}
+
+/// A delivery's device token where the engine already holds it (the binary frame, the HTTP/2 request), copied out
+/// only when asked for. Outcomes and send checks carry it, so the worker keeps no copy of its own per notification.
+/// Equal when the tokens are.
+public struct DeliveryTokenSource: Sendable, Hashable {
+    private enum Storage: Sendable {
+        case frame(SharedFrame)
+        case token(DeviceToken)
+    }
+
+    private let storage: Storage
+
+    public init(_ token: DeviceToken) { storage = .token(token) }
+    init(frame: SharedFrame) { storage = .frame(frame) }
+
+    public var token: DeviceToken {
+        switch storage {
+        case .frame(let frame): frame.buffer.token
+        case .token(let token): token
+        }
+    }
+
+    public static func == (a: Self, b: Self) -> Bool { a.token == b.token }
+    public func hash(into hasher: inout Hasher) { hasher.combine(token) }
 }
 
 /// An `EncodedFrame` shared between threads: it is written only while it is made, before anyone else sees it

@@ -9,13 +9,27 @@ import Synchronization
 /// (SPEC section 9).
 ///
 /// Asked just before notifications are written (token suppression, SPEC section 10): which of them must not go out
-/// after all, each with its outcome. `candidates` are the tickets and the times each was sent before.
-public typealias SendCheck = @Sendable (_ app: AppKey, _ candidates: [(ticket: DeliveryTicket, sends: Int)]) -> [(index: Int, outcome: DeliveryOutcome)]
+/// after all, each with its outcome. `candidates` are the tickets, the times each was sent before and the tokens.
+public typealias SendCheck = @Sendable (_ app: AppKey, _ candidates: [SendCandidate]) -> [(index: Int, outcome: DeliveryOutcome)]
+
+/// A notification about to be written, as a ``SendCheck`` sees it.
+public struct SendCandidate: Sendable {
+    public var ticket: DeliveryTicket
+    /// Times it was sent before.
+    public var sends: Int
+    public var tokenSource: DeliveryTokenSource
+
+    public init(ticket: DeliveryTicket, sends: Int, tokenSource: DeliveryTokenSource) {
+        self.ticket = ticket
+        self.sends = sends
+        self.tokenSource = tokenSource
+    }
+}
 
 extension Array {
     /// A batch about to be written, split by the send check: what goes out, and the outcomes of what it stopped.
     func passing(
-        _ check: SendCheck?, app: AppKey, _ candidate: (Element) -> (ticket: DeliveryTicket, sends: Int)
+        _ check: SendCheck?, app: AppKey, _ candidate: (Element) -> SendCandidate
     ) -> (kept: [Element], stopped: [DeliveryOutcome]) {
         guard let check, !isEmpty else { return (self, []) }
         let stopped = check(app, map(candidate))

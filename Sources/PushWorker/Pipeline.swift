@@ -37,68 +37,44 @@ public struct PipelineCounts: Sendable, Hashable {
 }
 
 /// What the ledger keeps of a record while its notification is delivered: what its output events need, and no
-/// payload (the engine holds the frame).
+/// payload and no token (the engine holds the frame, and outcomes bring its token back).
 ///
-/// 72 bytes and, for the usual event, no heap object of its own: the event id is kept inline when it has at most
-/// 16 bytes or is a UUID spelled canonically (36 characters, one case: kept as its 16 bytes), the device token
-/// when it has at most 32 bytes (Apple's have 32). Anything longer goes to one shared overflow object. Swift lays
-/// out fields in declaration order, so the largest come first and the small ones fill what they leave.
+/// 40 bytes and, for the usual event, no heap object of its own: the event id is kept inline when it has at most
+/// 16 bytes or is a UUID spelled canonically (36 characters, one case: kept as its 16 bytes); any other goes to an
+/// object of its own. Swift lays out fields in declaration order, so the largest come first and the small ones fill
+/// what they leave.
 struct HeldEvent: Sendable {
     private var idWords: (UInt64, UInt64) = (0, 0)
     /// The Kafka record's timestamp, UNIX milliseconds (-1 when none).
     var timestamp: Int64
-    private var tokenWords: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-    /// The id or token that does not fit inline.
-    private var overflow: Overflow?
-    private var tokenCount: UInt8
+    /// The id when it does not fit inline (a reference: an optional string would take 16 bytes).
+    private var longID: LongID?
     private var idKind: CompactIDKind
     /// Its token is suppressed but was registered again since: once accepted, the suppression is lifted.
     var liftsSuppression = false
     private var endpointIndex: Int32
 
-    private final class Overflow: Sendable {
-        let id: String?
-        let token: [UInt8]?
+    private final class LongID: Sendable {
+        let id: String
 
-        init(id: String?, token: [UInt8]?) {
-            self.id = id
-            self.token = token
-        }
+        init(_ id: String) { self.id = id }
     }
 
-    init(id: String, endpoint: Int, token: DeviceToken, timestamp: Int64) {
+    init(id: String, endpoint: Int, timestamp: Int64) {
         self.endpointIndex = Int32(endpoint)
         self.timestamp = timestamp
-        let bytes = token.bytes
-        tokenCount = UInt8(clamping: bytes.count)
-        var longToken: [UInt8]?
-        if bytes.count <= 32 {
-            withUnsafeMutableBytes(of: &tokenWords) { raw in
-                bytes.withUnsafeBytes { raw.copyMemory(from: $0) }
-            }
-        } else {
-            longToken = bytes
-        }
         var words: (UInt64, UInt64) = (0, 0)
         idKind = CompactIDKind.pack(id, into: &words)
         idWords = words
-        let longID = idKind == .overflow ? id : nil
-        if longID != nil || longToken != nil { overflow = Overflow(id: longID, token: longToken) }
+        if idKind == .overflow { longID = LongID(id) }
     }
 
     /// The endpoint's index in the configuration.
     var endpoint: Int { Int(endpointIndex) }
 
     var id: String {
-        if idKind == .overflow { return overflow!.id! }
+        if idKind == .overflow { return longID!.id }
         return idKind.unpack(idWords)
-    }
-
-    var token: DeviceToken {
-        if let long = overflow?.token { return try! DeviceToken(bytes: long) }
-        var copy = tokenWords
-        let bytes = withUnsafeBytes(of: &copy) { Array($0.prefix(Int(tokenCount))) }
-        return try! DeviceToken(bytes: bytes)  // 1 to 32 bytes, from a DeviceToken
     }
 }
 
@@ -227,7 +203,7 @@ public final class Pipeline: RecordSink {
         state = Mutex(Ledger(ledger: InFlightLedger(groups: configuration.endpoints.count)))
         var sendCheck: SendCheck?
         if configuration.suppressionTopic != nil {
-            sendCheck = { [weak self] (app: AppKey, candidates: [(ticket: DeliveryTicket, sends: Int)]) -> [(index: Int, outcome: DeliveryOutcome)] in
+            sendCheck = { [weak self] (app: AppKey, candidates: [SendCandidate]) -> [(index: Int, outcome: DeliveryOutcome)] in
                 self?.suppressedBeforeSending(app, candidates) ?? []
             }
         }
@@ -398,7 +374,7 @@ public final class Pipeline: RecordSink {
                 case .success(let legacy): event = legacy
                 }
             }
-            var held = HeldEvent(id: event.id, endpoint: index, token: event.token, timestamp: timestamp)
+            var held = HeldEvent(id: event.id, endpoint: index, timestamp: timestamp)
             if let suppressed = checkSuppression(event, endpoint: index, held: &held, now: now, source: source) { return suppressed }
             let recordSeconds = timestamp >= 0 ? timestamp / 1000 : now / 1000
             let notification = event.notification(identifier: 0, recordTimestamp: recordSeconds, defaultTTL: configuration.defaultTTLSeconds)
@@ -414,7 +390,7 @@ public final class Pipeline: RecordSink {
         case .failure(let rejection):
             return rejected(rejection, value, endpoint: index, now: now, source: source)
         case .success(let event):
-            var held = HeldEvent(id: event.id, endpoint: index, token: event.token, timestamp: timestamp)
+            var held = HeldEvent(id: event.id, endpoint: index, timestamp: timestamp)
             if let suppressed = checkSuppression(event, endpoint: index, held: &held, now: now, source: source) { return suppressed }
             let recordSeconds = timestamp >= 0 ? timestamp / 1000 : now / 1000
             do {
@@ -456,18 +432,19 @@ public final class Pipeline: RecordSink {
     /// SPEC section 10 at the last moment: notifications decoded before their token was suppressed (queued, or
     /// to be resent after a connection's end) do not go out once it is; only those let through by a later
     /// registration do.
-    private func suppressedBeforeSending(_ app: AppKey, _ candidates: [(ticket: DeliveryTicket, sends: Int)]) -> [(index: Int, outcome: DeliveryOutcome)] {
+    private func suppressedBeforeSending(_ app: AppKey, _ candidates: [SendCandidate]) -> [(index: Int, outcome: DeliveryOutcome)] {
         guard let suppression, suppression.count > 0 else { return [] }
         let entries = state.withLock { s in candidates.map { s.ledger.entry(LedgerTicket($0.ticket)) } }
         var stopped: [(index: Int, outcome: DeliveryOutcome)] = []
         for (index, entry) in entries.enumerated() {
             guard let entry, !entry.liftsSuppression else { continue }
             let endpoint = endpointKeys[entry.endpoint]
-            let key = SuppressionKey(app: endpoint.app, environment: endpoint.environment, token: entry.token)
+            let tokenSource = candidates[index].tokenSource
+            let key = SuppressionKey(app: endpoint.app, environment: endpoint.environment, token: tokenSource.token)
             guard case .suppressed(let invalidatedAt, let reason) = suppression.verdict(key, registeredAt: nil) else { continue }
             suppressedCounters[entry.endpoint].increment()
             stopped.append((index, DeliveryOutcome(
-                ticket: candidates[index].ticket,
+                ticket: candidates[index].ticket, tokenSource: tokenSource,
                 result: .failed(.tokenSuppressed, status: nil, detail: Self.suppressedDetail(invalidatedAt, reason)),
                 attempts: candidates[index].sends)))
         }
@@ -588,7 +565,7 @@ public final class Pipeline: RecordSink {
                 guard let reason = Self.suppressionReason(of: outcome) else { continue }
                 let endpoint = endpointKeys[entry.endpoint]
                 let record = SuppressionRecord(
-                    app: endpoint.app, environment: endpoint.environment, token: entry.token,
+                    app: endpoint.app, environment: endpoint.environment, token: outcome.tokenSource.token,
                     invalidatedAtMilliseconds: outcome.unregisteredAt ?? now, reason: reason)
                 resolved[i].suppression = record
                 entries.append(.suppress(record))
@@ -620,24 +597,24 @@ public final class Pipeline: RecordSink {
         var suppressions: [SuppressionEntry] = []
         for (outcome, ticket, entry, source, suppressionRecord) in resolved {
             let endpoint = endpointKeys[entry.endpoint]
+            let token = outcome.tokenSource.token
             switch outcome.result {
             case .accepted:
                 accepted += 1
                 if entry.liftsSuppression, let suppressionTopic {
-                    let key = SuppressionRecord.key(app: endpoint.app, environment: endpoint.environment, token: entry.token)
+                    let key = SuppressionRecord.key(app: endpoint.app, environment: endpoint.environment, token: token)
                     messages.append(OutgoingMessage(topic: suppressionTopic, key: key, value: nil, ticket: ticket))
-                    suppressions.append(.lift(SuppressionKey(app: endpoint.app, environment: endpoint.environment, token: entry.token)))
+                    suppressions.append(.lift(SuppressionKey(app: endpoint.app, environment: endpoint.environment, token: token)))
                 }
                 if entry.timestamp > 0 { latency.recordMilliseconds(max(0, now - entry.timestamp)) }
                 if let reportTopic {
-                    let token = entry.token
                     let report = DeliveryReport(
                         eventID: entry.id, app: endpoint.app, environment: endpoint.environment, token: token,
                         attempts: outcome.attempts, source: source, occurredAt: now)
                     messages.append(OutgoingMessage(topic: reportTopic, key: Array(token.hex.utf8), value: report.json(), ticket: ticket))
                 }
             case .failed(let reason, let status, let detail):
-                let hex = entry.token.hex
+                let hex = token.hex
                 let event = DeliveryErrorEvent(
                     eventID: entry.id, app: endpoint.app, environment: endpoint.environment.rawValue, token: hex,
                     reason: reason, status: outcome.httpStatus ?? status.map { UInt16($0.code) }, detail: detail,
@@ -646,7 +623,7 @@ public final class Pipeline: RecordSink {
                 if let unregisteredAt = outcome.unregisteredAt, let feedbackTopic {
                     // SPEC section 9: the response's timestamp (milliseconds) converted to the feedback event's seconds.
                     let feedback = FeedbackEvent(
-                        app: endpoint.app, environment: endpoint.environment, token: entry.token,
+                        app: endpoint.app, environment: endpoint.environment, token: token,
                         timestamp: UInt32(clamping: unregisteredAt / 1000), receivedAt: now)
                     messages.append(OutgoingMessage(topic: feedbackTopic, key: Array(hex.utf8), value: feedback.json(), ticket: ticket))
                 }

@@ -6,6 +6,9 @@ import Testing
 @Suite struct HTTP2ResponsePolicyTests {
     let policy = HTTP2ResponsePolicy(maxAttempts: 3, initialDelay: .milliseconds(100), maximumDelay: .milliseconds(250))
 
+    /// The samples' token: every outcome carries it back.
+    static let token = DeliveryTokenSource(try! DeviceToken(hex: "abcd"))
+
     static func delivery(expiration: UInt32 = 0) -> HTTP2Delivery {
         let json = #"{"id":"e1","app":"a","token":"abcd","payload":{"aps":{"alert":"x"}}"# + (expiration > 0 ? #","expiration":\#(expiration)}"# : "}")
         guard case .success(let event) = EventDecoder.http2.decode(json),
@@ -24,19 +27,19 @@ import Testing
 
     @Test func finalAnswers() {
         var d = Self.delivery()
-        #expect(decide(200, nil, &d).0 == .final(DeliveryOutcome(ticket: 7, result: .accepted, attempts: 1)))
+        #expect(decide(200, nil, &d).0 == .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .accepted, attempts: 1)))
         #expect(decide(400, "BadDeviceToken", &d).0
-            == .final(DeliveryOutcome(ticket: 7, result: .failed(.invalidToken, status: nil, detail: "BadDeviceToken"), attempts: 1, httpStatus: 400)))
+            == .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .failed(.invalidToken, status: nil, detail: "BadDeviceToken"), attempts: 1, httpStatus: 400)))
         #expect(decide(410, "Unregistered", timestamp: 1_700_000_000_123, &d).0
             == .final(DeliveryOutcome(
-                ticket: 7, result: .failed(.unregistered, status: nil, detail: "Unregistered"), attempts: 1, httpStatus: 410,
+                ticket: 7, tokenSource: Self.token, result: .failed(.unregistered, status: nil, detail: "Unregistered"), attempts: 1, httpStatus: 410,
                 unregisteredAt: 1_700_000_000_123)))
         // A 410 without a timestamp takes the time of the response.
         if case .final(let o) = decide(410, "ExpiredToken", &d, now: 5000).0 { #expect(o.unregisteredAt == 5_000_000) } else { Issue.record("not final") }
         #expect(decide(413, "PayloadTooLarge", &d).0
-            == .final(DeliveryOutcome(ticket: 7, result: .failed(.payloadTooLarge, status: nil, detail: "PayloadTooLarge"), attempts: 1, httpStatus: 413)))
+            == .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .failed(.payloadTooLarge, status: nil, detail: "PayloadTooLarge"), attempts: 1, httpStatus: 413)))
         #expect(decide(400, "BadCollapseId", &d).0
-            == .final(DeliveryOutcome(ticket: 7, result: .failed(.rejected, status: nil, detail: "BadCollapseId"), attempts: 1, httpStatus: 400)))
+            == .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .failed(.rejected, status: nil, detail: "BadCollapseId"), attempts: 1, httpStatus: 400)))
         #expect(d.transientFailures == 0)
     }
 
@@ -51,7 +54,7 @@ import Testing
         #expect(providerTokens == .resend(delay: .milliseconds(100)))
         #expect(notPaced == .init())
         #expect(decide(500, "InternalServerError", &d).0
-            == .final(DeliveryOutcome(ticket: 7, result: .failed(.retriesExhausted, status: nil, detail: "InternalServerError"), attempts: 1, httpStatus: 500)))
+            == .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .failed(.retriesExhausted, status: nil, detail: "InternalServerError"), attempts: 1, httpStatus: 500)))
     }
 
     @Test func shutdownRetiresTheConnectionAndRefusedCredentialsBackTheAppOff() {
@@ -78,11 +81,11 @@ import Testing
     @Test func nothingIsRetriedAfterTheExpiration() {
         var d = Self.delivery(expiration: 1500)
         #expect(decide(503, "ServiceUnavailable", &d, now: 1501).0
-            == .final(DeliveryOutcome(ticket: 7, result: .failed(.expired, status: nil, detail: "expired before it could be delivered"), attempts: 1)))
+            == .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .failed(.expired, status: nil, detail: "expired before it could be delivered"), attempts: 1)))
         var lost = Self.delivery(expiration: 1500)
         #expect(policy.lost(&lost, reason: "connection lost", now: 1400) == .resend(delay: .zero))
         #expect(policy.unprocessed(lost, now: 1600)
-            == .final(DeliveryOutcome(ticket: 7, result: .failed(.expired, status: nil, detail: "expired before it could be delivered"), attempts: 1)))
+            == .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .failed(.expired, status: nil, detail: "expired before it could be delivered"), attempts: 1)))
     }
 
     @Test func lostRequestsCountUntilMaxAttempts() {
@@ -90,6 +93,6 @@ import Testing
         #expect(policy.lost(&d, reason: "no response within 10000 ms", now: 0) == .resend(delay: .zero))
         #expect(policy.lost(&d, reason: "no response within 10000 ms", now: 0) == .resend(delay: .zero))
         #expect(policy.lost(&d, reason: "connection lost", now: 0)
-            == .final(DeliveryOutcome(ticket: 7, result: .failed(.retriesExhausted, status: nil, detail: "connection lost"), attempts: 1)))
+            == .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .failed(.retriesExhausted, status: nil, detail: "connection lost"), attempts: 1)))
     }
 }

@@ -24,4 +24,7 @@ public struct HTTP2Delivery: Sendable {
 
     /// UNIX seconds; 0 never expires.
     public var expiration: UInt32 { request.expiration }
+
+    /// Its device token, the request's.
+    public var tokenSource: DeliveryTokenSource { DeliveryTokenSource(request.token) }
 }

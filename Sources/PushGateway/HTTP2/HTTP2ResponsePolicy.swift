@@ -46,7 +46,7 @@ public struct HTTP2ResponsePolicy: Sendable {
         let detail = response.reason ?? "status \(response.status)"
         switch outcome {
         case .accepted:
-            return (.final(DeliveryOutcome(ticket: delivery.ticket, result: .accepted, attempts: delivery.sends)), effects)
+            return (.final(DeliveryOutcome(ticket: delivery.ticket, tokenSource: delivery.tokenSource, result: .accepted, attempts: delivery.sends)), effects)
         case .invalidToken, .payloadTooLarge, .rejected:
             let reason = outcome.deliveryErrorReason ?? .rejected
             return (.final(failure(delivery, reason, detail, status: status)), effects)
@@ -109,6 +109,8 @@ public struct HTTP2ResponsePolicy: Sendable {
     }
 
     private func failure(_ delivery: HTTP2Delivery, _ reason: DeliveryErrorReason, _ detail: String, status: UInt16?) -> DeliveryOutcome {
-        DeliveryOutcome(ticket: delivery.ticket, result: .failed(reason, status: nil, detail: detail), attempts: delivery.sends, httpStatus: status)
+        DeliveryOutcome(
+            ticket: delivery.ticket, tokenSource: delivery.tokenSource, result: .failed(reason, status: nil, detail: detail),
+            attempts: delivery.sends, httpStatus: status)
     }
 }
