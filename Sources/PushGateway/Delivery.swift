@@ -138,6 +138,11 @@ public struct DeliveryOutcome: Sendable, Hashable {
     /// HTTP/2 410: when Apple says the token stopped being valid (UNIX milliseconds): a feedback event follows.
     public var unregisteredAt: Int64?
 
+    /// Whether the gateway accepted it (read in place: no copy of the result).
+    @inlinable public var isAccepted: Bool {
+        if case .accepted = result { true } else { false }
+    }
+
     public init(
         ticket: DeliveryTicket, tokenSource: DeliveryTokenSource, result: Result, attempts: Int, httpStatus: UInt16? = nil,
         unregisteredAt: Int64? = nil

@@ -531,26 +531,25 @@ public final class Pipeline: RecordSink {
         var acceptedTimestamps: [Int64] = []
         acceptedTimestamps.reserveCapacity(outcomes.count)
         state.withLock { s in
-            for outcome in outcomes {
-                let ticket = LedgerTicket(outcome.ticket)
+            // Each outcome read where it is: a copy would retain what it holds (its token's source, its detail).
+            for i in outcomes.indices {
+                let ticket = LedgerTicket(outcomes[i].ticket)
+                // What a failure writes besides its error event: a 410 a feedback event (when the feedback topic is
+                // set); a token reported gone, a suppression record.
+                let failureOutputs = outcomes[i].isAccepted ? nil : 1
+                    + (outcomes[i].unregisteredAt != nil ? feedbackOutputs : 0)
+                    + (suppressing && Self.suppressionReason(of: outcomes[i]) != nil ? 1 : 0)
                 var outputs = 0
                 guard let (entry, offset) = s.ledger.resolve(ticket, outputs: { entry in
-                    if outcome.result == .accepted {
-                        // A token registered again: its suppression's tombstone.
-                        outputs = reportOutputs + (suppressing && entry?.liftsSuppression == true ? 1 : 0)
-                    } else {
-                        // A 410 gives a feedback event too (when the feedback topic is set); a token reported gone,
-                        // a suppression record.
-                        outputs = 1 + (outcome.unregisteredAt != nil ? feedbackOutputs : 0)
-                            + (suppressing && Self.suppressionReason(of: outcome) != nil ? 1 : 0)
-                    }
+                    // Accepted: a token registered again writes its suppression's tombstone.
+                    outputs = failureOutputs ?? reportOutputs + (suppressing && entry?.liftsSuppression == true ? 1 : 0)
                     return outputs
                 }), let entry else { continue }
                 if outputs == 0 {  // accepted (a failure always has its error event)
                     acceptedTimestamps.append(entry.timestamp)
                     continue
                 }
-                resolved.append((outcome, ticket, entry, s.ledger.topicPartition(slot: ticket.slot).source(offset: offset), nil))
+                resolved.append((outcomes[i], ticket, entry, s.ledger.topicPartition(slot: ticket.slot).source(offset: offset), nil))
             }
         }
         guard !resolved.isEmpty || !acceptedTimestamps.isEmpty else { return }
