@@ -143,7 +143,9 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
     func take(max: Int, slot: Int, held: Int) -> [Delivery] {
         while true {
             let batch = state.withLock { $0.machine.take(max: max, slot: slot, held: held) }
-            let (kept, stopped) = batch.passing(sendCheck, app: endpoint.key) { SendCandidate(ticket: $0.ticket, sends: $0.sends, tokenSource: $0.tokenSource) }
+            let (kept, stopped) = batch.passing(sendCheck, app: endpoint.key) {
+                SendCandidate(ticket: $0.ticket, sends: $0.sends, tokenSource: $0.tokenSource)
+            }
             report(stopped)
             // All stopped: take again, so the connection is not left idle with work queued.
             if !kept.isEmpty || batch.isEmpty { return kept }

@@ -534,8 +534,8 @@ public final class Pipeline: RecordSink {
             // Each outcome read where it is: a copy would retain what it holds (its token's source, its detail).
             for i in outcomes.indices {
                 let ticket = LedgerTicket(outcomes[i].ticket)
-                // What a failure writes besides its error event: a 410 a feedback event (when the feedback topic is
-                // set); a token reported gone, a suppression record.
+                // What a failure writes: its error event, a feedback event for a 410 (when the feedback topic is
+                // set), a suppression record for a token reported gone.
                 let failureOutputs = outcomes[i].isAccepted ? nil : 1
                     + (outcomes[i].unregisteredAt != nil ? feedbackOutputs : 0)
                     + (suppressing && Self.suppressionReason(of: outcomes[i]) != nil ? 1 : 0)

@@ -165,7 +165,9 @@ final class HTTP2Pool: Sendable {
             }
             guard !batch.isEmpty else { return }
             // Those the send check stops (token suppression) end here; the rest go out.
-            let (kept, stopped) = batch.passing(sendCheck, app: endpoint.key) { SendCandidate(ticket: $0.ticket, sends: $0.sends, tokenSource: $0.tokenSource) }
+            let (kept, stopped) = batch.passing(sendCheck, app: endpoint.key) {
+                SendCandidate(ticket: $0.ticket, sends: $0.sends, tokenSource: $0.tokenSource)
+            }
             if !stopped.isEmpty {
                 state.withLock { $0.written -= stopped.count }
                 onOutcomes(stopped)
