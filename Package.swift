@@ -41,6 +41,8 @@ let package = Package(
         ),
         // SHA-1 block compression with the x86 SHA extensions, for PushCore's derived apns-ids. No I/O.
         .target(name: "CPushSHA"),
+        // glibc's allocator settings for the executable (mallopt; see AllocatorSettings.swift).
+        .target(name: "CPushAllocator"),
         // Collections of our own for the long queues of held notifications (chunked: no doubling, memory given back).
         .target(name: "PushCollections", swiftSettings: strict),
         // librdkafka (Debian: librdkafka-dev), with the mock cluster header.
@@ -122,6 +124,7 @@ let package = Package(
         .target(
             name: "PushWorkerCLI",
             dependencies: [
+                "CPushAllocator",
                 "PushCore",
                 "PushGateway",
                 "PushSimulator",

@@ -1,3 +1,4 @@
 import PushWorkerCLI
 
+AllocatorSettings.apply()
 await PushWorkerCommand.runAndExit()
