@@ -104,6 +104,12 @@ import Testing
             #expect(throws: JSONSyntaxError(.controlCharacterInString, at: 2 + length)) {
                 try JSONValue(parsing: "[\"\(text)\u{1}xxxxxxxxxx\"]")
             }
+            #expect(throws: JSONSyntaxError(.controlCharacterInString, at: 3 + length)) {
+                try JSONValue(parsing: "[\"\(text) \u{1F}xxxxxxxxxxxxxxxxxxxxx\"]")
+            }
+            // The bytes on either side of each class's edge: space and DEL are plain.
+            let edges = text + " \u{7F}~!" + text
+            #expect(try JSONValue(parsing: "[\"\(edges)\"]") == .array([.string(edges)]))
         }
     }
 
