@@ -23,13 +23,34 @@ public struct RecordedNotification: Hashable, Sendable {
     /// The record file's line (without the newline).
     public var jsonLine: [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(160 + payload.count + token.count * 2)
+        appendJSONLine(to: &out)
+        return out
+    }
+
+    /// Appends the record file's line (without the newline) to `out`, in place: no string is made on the way.
+    public func appendJSONLine(to out: inout [UInt8]) {
+        out.reserveCapacity(out.count + 200 + payload.count + token.count * 2)
         out.append(contentsOf: "{\"app\":".utf8)
         JSONWriter.appendQuoted(app, to: &out)
-        out.append(contentsOf: ",\"token\":\"\(Hex.encode(token))\",\"payload\":".utf8)
+        out.append(contentsOf: ",\"token\":\"".utf8)
+        Hex.append(token, to: &out)
+        out.append(contentsOf: "\",\"payload\":".utf8)
         out.append(contentsOf: payload)  // the gateway checked that it is a JSON object
-        out.append(contentsOf: ",\"identifier\":\(identifier),\"expiry\":\(expiry),\"priority\":\(priority),\"command\":\(command),\"connection\":\(connection),\"time\":\"\(RFC3339.format(unixMilliseconds: time))\",\"time_ms\":\(time)}".utf8)
-        return out
+        out.append(contentsOf: ",\"identifier\":".utf8)
+        JSONWriter.appendDecimal(Int64(identifier), to: &out)
+        out.append(contentsOf: ",\"expiry\":".utf8)
+        JSONWriter.appendDecimal(Int64(expiry), to: &out)
+        out.append(contentsOf: ",\"priority\":".utf8)
+        JSONWriter.appendDecimal(Int64(priority), to: &out)
+        out.append(contentsOf: ",\"command\":".utf8)
+        JSONWriter.appendDecimal(Int64(command), to: &out)
+        out.append(contentsOf: ",\"connection\":".utf8)
+        JSONWriter.appendDecimal(Int64(connection), to: &out)
+        out.append(contentsOf: ",\"time\":\"".utf8)
+        RFC3339.append(unixMilliseconds: time, to: &out)
+        out.append(contentsOf: "\",\"time_ms\":".utf8)
+        JSONWriter.appendDecimal(time, to: &out)
+        out.append(UInt8(ascii: "}"))
     }
 }
 
@@ -68,15 +89,31 @@ public struct RecordedRequest: Hashable, Sendable {
         out.reserveCapacity(220 + body.count + token.count * 2)
         out.append(contentsOf: "{\"api\":true,\"topic\":".utf8)
         JSONWriter.appendQuoted(topic, to: &out)
-        out.append(contentsOf: ",\"token\":\"\(Hex.encode(token))\",\"push_type\":\"\(pushType)\",\"priority\":\(priority),\"expiration\":\(expiration),\"collapse_id\":".utf8)
+        out.append(contentsOf: ",\"token\":\"".utf8)
+        Hex.append(token, to: &out)
+        out.append(contentsOf: "\",\"push_type\":\"".utf8)
+        out.append(contentsOf: pushType.utf8)
+        out.append(contentsOf: "\",\"priority\":".utf8)
+        JSONWriter.appendDecimal(Int64(priority), to: &out)
+        out.append(contentsOf: ",\"expiration\":".utf8)
+        JSONWriter.appendDecimal(Int64(expiration), to: &out)
+        out.append(contentsOf: ",\"collapse_id\":".utf8)
         if let collapseID { JSONWriter.appendQuoted(collapseID, to: &out) } else { out.append(contentsOf: "null".utf8) }
-        out.append(contentsOf: ",\"apns_id\":\"\(apnsID)\",\"payload\":".utf8)
+        out.append(contentsOf: ",\"apns_id\":\"".utf8)
+        out.append(contentsOf: apnsID.utf8)
+        out.append(contentsOf: "\",\"payload\":".utf8)
         if JSONCheck.isObject(body) {
             out.append(contentsOf: body)
         } else {
             JSONWriter.appendQuoted(String(decoding: body, as: UTF8.self), to: &out)
         }
-        out.append(contentsOf: ",\"connection\":\(connection),\"time\":\"\(RFC3339.format(unixMilliseconds: time))\",\"time_ms\":\(time)}".utf8)
+        out.append(contentsOf: ",\"connection\":".utf8)
+        JSONWriter.appendDecimal(Int64(connection), to: &out)
+        out.append(contentsOf: ",\"time\":\"".utf8)
+        RFC3339.append(unixMilliseconds: time, to: &out)
+        out.append(contentsOf: "\",\"time_ms\":".utf8)
+        JSONWriter.appendDecimal(time, to: &out)
+        out.append(UInt8(ascii: "}"))
         return out
     }
 }
@@ -114,23 +151,32 @@ final class Recorder: Sendable {
 
     func append(_ records: [RecordedNotification]) {
         guard !records.isEmpty, isActive else { return }
-        append(lines: descriptor == nil ? [] : records.map(\.jsonLine)) { $0.records.append(contentsOf: records) }
+        var lines: [UInt8] = []
+        if descriptor != nil {
+            for record in records {
+                record.appendJSONLine(to: &lines)
+                lines.append(0x0A)
+            }
+        }
+        append(lines: lines) { $0.records.append(contentsOf: records) }
     }
 
     func append(request: RecordedRequest) {
         guard isActive else { return }
-        append(lines: descriptor == nil ? [] : [request.jsonLine]) { $0.requests.append(request) }
+        var lines: [UInt8] = []
+        if descriptor != nil {
+            lines = request.jsonLine
+            lines.append(0x0A)
+        }
+        append(lines: lines) { $0.requests.append(request) }
     }
 
-    /// Queues the file's lines (and, when records are kept in memory, `keep`'s records) under one lock; hands a
-    /// batch to the writer thread once enough has gathered.
-    private func append(lines: [[UInt8]], keep: (inout Pending) -> Void) {
+    /// Queues the file's lines (each with its newline; made before the lock is taken) and, when records are kept in
+    /// memory, `keep`'s records, under one lock; hands a batch to the writer thread once enough has gathered.
+    private func append(lines: [UInt8], keep: (inout Pending) -> Void) {
         let batch: [UInt8]? = pending.withLock { p in
             if keepInMemory { keep(&p) }
-            for line in lines {
-                p.bytes.append(contentsOf: line)
-                p.bytes.append(0x0A)
-            }
+            p.bytes.append(contentsOf: lines)
             guard p.bytes.count >= Recorder.writeThreshold else { return nil }
             defer { p.bytes = [] }
             return p.bytes

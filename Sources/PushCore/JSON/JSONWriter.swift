@@ -72,7 +72,7 @@ public struct JSONWriter: Sendable {
     public mutating func field(_ k: String, _ b: Bool) { key(k); value(b) }
 
     /// Appends `n` in decimal.
-    static func appendDecimal(_ n: Int64, to out: inout [UInt8]) {
+    public static func appendDecimal(_ n: Int64, to out: inout [UInt8]) {
         if n < 0 { out.append(UInt8(ascii: "-")) }
         var magnitude = n.magnitude
         var digits = 1

@@ -68,6 +68,38 @@ public enum RFC3339 {
         return text + "." + pad(millis, 3) + "Z"
     }
 
+    /// Appends what ``format(unixMilliseconds:)`` returns to `out` as bytes, with no `String` between (the
+    /// simulator's record file writes one per notification).
+    public static func append(unixMilliseconds: Int64, to out: inout [UInt8]) {
+        let seconds = unixMilliseconds >= 0 ? unixMilliseconds / 1000 : (unixMilliseconds - 999) / 1000
+        let millis = unixMilliseconds - seconds * 1000
+        let days = seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400
+        let secondsOfDay = seconds - days * 86400
+        let (y, m, d) = civilFromDays(days)
+        guard (0...9999).contains(y) else {
+            out.append(contentsOf: format(unixMilliseconds: unixMilliseconds).utf8)
+            return
+        }
+        @inline(__always) func digits(_ value: Int64, _ width: Int, then separator: UInt8) {
+            var divisor: Int64 = 1
+            for _ in 1..<width { divisor *= 10 }
+            var rest = value
+            while divisor > 0 {
+                out.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest / divisor))
+                rest %= divisor
+                divisor /= 10
+            }
+            out.append(separator)
+        }
+        digits(y, 4, then: UInt8(ascii: "-"))
+        digits(m, 2, then: UInt8(ascii: "-"))
+        digits(d, 2, then: UInt8(ascii: "T"))
+        digits(secondsOfDay / 3600, 2, then: UInt8(ascii: ":"))
+        digits(secondsOfDay / 60 % 60, 2, then: UInt8(ascii: ":"))
+        digits(secondsOfDay % 60, 2, then: UInt8(ascii: "."))
+        digits(millis, 3, then: UInt8(ascii: "Z"))
+    }
+
     private static func pad(_ value: Int64, _ width: Int) -> String {
         let s = String(value)
         return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s

@@ -178,6 +178,16 @@ public enum Hex {
         }
     }
 
+    /// Appends the `2 * bytes.count` lowercase hex digits of `bytes` to `out`, with no `String` between.
+    public static func append(_ bytes: [UInt8], to out: inout [UInt8]) {
+        guard !bytes.isEmpty else { return }
+        let start = out.count
+        out.append(contentsOf: repeatElement(0, count: bytes.count * 2))
+        bytes.withUnsafeBytes { source in
+            out.withUnsafeMutableBytes { target in write(source, to: target.baseAddress! + start) }
+        }
+    }
+
     /// The eight lowercase hex digits of `value`, most significant first, as a word whose lowest-addressed byte
     /// (once stored little-endian) is the first digit. Computed in the word's lanes: no table, no branch.
     @inline(__always)

@@ -312,4 +312,30 @@ import Testing
         #expect(RFC3339.parse("2026-11-21T10:15:30.Z") == nil)
         #expect(RFC3339.parse("2026-11-21T10:15:30+0100") == nil)
     }
+
+    /// The byte writer the simulator's record file uses says exactly what `format` says, across the years it writes
+    /// with four digits and outside them.
+    @Test func appendedBytesAreTheFormattedText() {
+        var times: [Int64] = [0, 1, 999, 1000, -1, -999, -1000, -1001, 86_399_999, 86_400_000, 951_782_400_000,
+                              951_868_799_999, 1_795_256_130_007, 253_402_300_799_999, 253_402_300_800_000,
+                              -62_167_219_200_000, -62_167_219_200_001]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<5_000 { times.append(Int64.random(in: -62_167_219_200_000...253_402_300_799_999, using: &generator)) }
+        for t in times {
+            var out: [UInt8] = [UInt8(ascii: "x")]
+            RFC3339.append(unixMilliseconds: t, to: &out)
+            #expect(String(decoding: out, as: UTF8.self) == "x" + RFC3339.format(unixMilliseconds: t), "\(t)")
+        }
+    }
+}
+
+@Suite struct HexTests {
+    @Test func appendedDigitsAreTheEncodedText() {
+        for count in 0..<41 {
+            let bytes = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+            var out: [UInt8] = [UInt8(ascii: "x")]
+            Hex.append(bytes, to: &out)
+            #expect(String(decoding: out, as: UTF8.self) == "x" + Hex.encode(bytes))
+        }
+    }
 }
