@@ -23,13 +23,17 @@ public struct RecordedNotification: Hashable, Sendable {
     /// The record file's line (without the newline).
     public var jsonLine: [UInt8] {
         var out: [UInt8] = []
+        out.reserveCapacity(lineCapacity)
         appendJSONLine(to: &out)
         return out
     }
 
-    /// Appends the record file's line (without the newline) to `out`, in place: no string is made on the way.
+    /// About as many bytes as the line takes (its fixed part at the longest, the payload and the token's digits).
+    var lineCapacity: Int { 200 + app.utf8.count + payload.count + token.count * 2 }
+
+    /// Appends the record file's line (without the newline) to `out`, in place: no string is made on the way. (It
+    /// reserves nothing: `out` holds many lines, and reserving a little more for each would copy it each time.)
     public func appendJSONLine(to out: inout [UInt8]) {
-        out.reserveCapacity(out.count + 200 + payload.count + token.count * 2)
         out.append(contentsOf: "{\"app\":".utf8)
         JSONWriter.appendQuoted(app, to: &out)
         out.append(contentsOf: ",\"token\":\"".utf8)
@@ -153,6 +157,7 @@ final class Recorder: Sendable {
         guard !records.isEmpty, isActive else { return }
         var lines: [UInt8] = []
         if descriptor != nil {
+            lines.reserveCapacity(records.reduce(0) { $0 + $1.lineCapacity + 1 })
             for record in records {
                 record.appendJSONLine(to: &lines)
                 lines.append(0x0A)
