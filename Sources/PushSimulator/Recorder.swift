@@ -48,6 +48,14 @@ public struct RecordedNotification: Hashable, Sendable {
         JSONWriter.appendDecimal(Int64(priority), to: &out)
         out.append(contentsOf: ",\"command\":".utf8)
         JSONWriter.appendDecimal(Int64(command), to: &out)
+        RecordLine.appendEnd(connection: connection, time: time, to: &out)
+    }
+}
+
+/// What both kinds of record line end with.
+private enum RecordLine {
+    /// `,"connection":N,"time":"RFC 3339","time_ms":N}`.
+    static func appendEnd(connection: Int, time: Int64, to out: inout [UInt8]) {
         out.append(contentsOf: ",\"connection\":".utf8)
         JSONWriter.appendDecimal(Int64(connection), to: &out)
         out.append(contentsOf: ",\"time\":\"".utf8)
@@ -111,13 +119,7 @@ public struct RecordedRequest: Hashable, Sendable {
         } else {
             JSONWriter.appendQuoted(String(decoding: body, as: UTF8.self), to: &out)
         }
-        out.append(contentsOf: ",\"connection\":".utf8)
-        JSONWriter.appendDecimal(Int64(connection), to: &out)
-        out.append(contentsOf: ",\"time\":\"".utf8)
-        RFC3339.append(unixMilliseconds: time, to: &out)
-        out.append(contentsOf: "\",\"time_ms\":".utf8)
-        JSONWriter.appendDecimal(time, to: &out)
-        out.append(UInt8(ascii: "}"))
+        RecordLine.appendEnd(connection: connection, time: time, to: &out)
         return out
     }
 }
