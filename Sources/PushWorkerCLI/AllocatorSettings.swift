@@ -10,7 +10,7 @@ import Glibc
 /// writable only as far as the allocator's top pad (128 KiB by default) and grows by `mprotect`, a page or a few at a
 /// time, as allocations reach its end. The worker's consumer thread makes one frame per event and librdkafka's
 /// broker threads one buffer per fetch, so every region they fill is grown thousands of times, each a system call
-/// that splits and merges the kernel's mappings: about a tenth of the worker's CPU in a backlog. A top pad of 64 MiB
+/// that splits and merges the kernel's mappings: 5–7% of the worker's CPU in a backlog, by profile. A top pad of 64 MiB
 /// makes each new region writable in one call. It reserves address space and commit charge, not memory: pages are
 /// backed when first written. The same pad also means a heap keeps up to 64 MiB of freed memory at its top instead of
 /// returning it at once.
