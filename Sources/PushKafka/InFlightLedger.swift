@@ -43,7 +43,7 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
     // Everything is inlinable so that the ledger is specialised for its entry in the module that uses it: generic
     // code across the module boundary looked up type metadata and copied entries through witnesses on every call.
     // The entry first and the small fields after it: Swift lays fields out in this order, and each small field takes
-    // the next free bytes (112 bytes a record for the pipeline's entry with the offset first, 88 this way).
+    // the next free bytes (48 bytes a record for the pipeline's 32-byte entry).
     @usableFromInline
     struct Record: Sendable {
         @usableFromInline var entry: Entry?

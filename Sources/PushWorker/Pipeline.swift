@@ -39,20 +39,25 @@ public struct PipelineCounts: Sendable, Hashable {
 /// What the ledger keeps of a record while its notification is delivered: what its output events need, and no
 /// payload and no token (the engine holds the frame, and outcomes bring its token back).
 ///
-/// 40 bytes and, for the usual event, no heap object of its own: the event id is kept inline when it has at most
+/// 32 bytes and, for the usual event, no heap object of its own: the event id is kept inline when it has at most
 /// 16 bytes or is a UUID spelled canonically (36 characters, one case: kept as its 16 bytes); any other goes to an
-/// object of its own. Swift lays out fields in declaration order, so the largest come first and the small ones fill
-/// what they leave.
+/// object of its own, in the same two words' place. Swift lays out fields in declaration order, each small field in
+/// the next free bytes, so the id's one-byte case comes first and the small fields fill what it leaves.
 struct HeldEvent: Sendable {
-    private var idWords: (UInt64, UInt64) = (0, 0)
-    /// The Kafka record's timestamp, UNIX milliseconds (-1 when none).
-    var timestamp: Int64
-    /// The id when it does not fit inline (a reference: an optional string would take 16 bytes).
-    private var longID: LongID?
+    /// The id's bytes (the kind says how they spell it), or the id itself when it does not fit.
+    private enum StoredID: Sendable {
+        case inline(UInt64, UInt64)
+        case long(LongID)
+    }
+
+    private var storedID: StoredID
+    /// How `storedID`'s inline words spell the id (`.overflow` for a long one).
     private var idKind: CompactIDKind
     /// Its token is suppressed but was registered again since: once accepted, the suppression is lifted.
     var liftsSuppression = false
     private var endpointIndex: Int32
+    /// The Kafka record's timestamp, UNIX milliseconds (-1 when none).
+    var timestamp: Int64
 
     private final class LongID: Sendable {
         let id: String
@@ -65,16 +70,17 @@ struct HeldEvent: Sendable {
         self.timestamp = timestamp
         var words: (UInt64, UInt64) = (0, 0)
         idKind = CompactIDKind.pack(id, into: &words)
-        idWords = words
-        if idKind == .overflow { longID = LongID(id) }
+        storedID = idKind == .overflow ? .long(LongID(id)) : .inline(words.0, words.1)
     }
 
     /// The endpoint's index in the configuration.
     var endpoint: Int { Int(endpointIndex) }
 
     var id: String {
-        if idKind == .overflow { return longID!.id }
-        return idKind.unpack(idWords)
+        switch storedID {
+        case .inline(let high, let low): idKind.unpack((high, low))
+        case .long(let long): long.id
+        }
     }
 }
 
