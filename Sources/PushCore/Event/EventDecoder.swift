@@ -62,29 +62,56 @@ public struct EventDecoder: Sendable {
 }
 
 /// A key the decoder interprets, matched against a key token's bytes.
-private protocol KnownKey {
+protocol KnownKey: CaseIterable {
     var spelling: StaticString { get }
-    /// Every key of the kind, built once.
-    static var table: [Self] { get }
+    /// The key whose spelling is exactly `bytes` (unescaped), if any: one comparison of lengths, then of the bytes
+    /// of the one or two keys of that length.
+    static func spelled(by bytes: UnsafeRawBufferPointer) -> Self?
+}
+
+extension UnsafeRawBufferPointer {
+    /// Whether the bytes are exactly `literal`'s.
+    @inline(__always)
+    func spells(_ literal: StaticString) -> Bool {
+        guard count == literal.utf8CodeUnitCount else { return false }
+        let text = literal.utf8Start
+        for i in 0..<count where self[i] != text[i] { return false }
+        return true
+    }
 }
 
 extension JSONReader {
     /// The known key a key token spells (escapes included), if any.
-    fileprivate func match<Key: KnownKey>(_ key: JSONString, as: Key.Type) -> Key? {
+    @inline(__always)
+    func match<Key: KnownKey>(_ key: JSONString, as: Key.Type) -> Key? {
         if !key.hasEscapes {
-            return Key.table.first { string(key, equals: $0.spelling) }
+            return Key.spelled(by: UnsafeRawBufferPointer(rebasing: bytes[key.start..<key.end]))
         }
         let text = string(key)
-        return Key.table.first { $0.spelling.description == text }
+        return Key.allCases.first { $0.spelling.description == text }
     }
 }
 
 /// The fields of the event object, in the order their problems are reported.
-private enum EventField: Int, CaseIterable, KnownKey {
+enum EventField: Int, CaseIterable, KnownKey {
     case id, app, environment, token, payload, expiration, truncateAlert, priority, pushType, collapseID, apnsID
     case tokenRegisteredAt
 
-    static let table = allCases
+    static func spelled(by k: UnsafeRawBufferPointer) -> EventField? {
+        switch k.count {
+        case 2: k.spells("id") ? .id : nil
+        case 3: k.spells("app") ? .app : nil
+        case 5: k.spells("token") ? .token : nil
+        case 7: k.spells("payload") ? .payload : k.spells("apns_id") ? .apnsID : nil
+        case 8: k.spells("priority") ? .priority : nil
+        case 9: k.spells("push_type") ? .pushType : nil
+        case 10: k.spells("expiration") ? .expiration : nil
+        case 11: k.spells("environment") ? .environment : k.spells("collapse_id") ? .collapseID : nil
+        case 14: k.spells("truncate_alert") ? .truncateAlert : nil
+        case 19: k.spells("token_registered_at") ? .tokenRegisteredAt : nil
+        default: nil
+        }
+    }
 
     var name: String { spelling.description }
 
@@ -118,10 +145,21 @@ private enum EventField: Int, CaseIterable, KnownKey {
 }
 
 /// The keys of an alert dictionary that have a defined type.
-private enum AlertKey: Int, CaseIterable, KnownKey {
+enum AlertKey: Int, CaseIterable, KnownKey {
     case body, title, actionLocKey, locKey, locArgs, titleLocKey, titleLocArgs, launchImage
 
-    static let table = allCases
+    static func spelled(by k: UnsafeRawBufferPointer) -> AlertKey? {
+        switch k.count {
+        case 4: k.spells("body") ? .body : nil
+        case 5: k.spells("title") ? .title : nil
+        case 7: k.spells("loc-key") ? .locKey : nil
+        case 8: k.spells("loc-args") ? .locArgs : nil
+        case 12: k.spells("launch-image") ? .launchImage : nil
+        case 13: k.spells("title-loc-key") ? .titleLocKey : nil
+        case 14: k.spells("action-loc-key") ? .actionLocKey : k.spells("title-loc-args") ? .titleLocArgs : nil
+        default: nil
+        }
+    }
 
     var name: String { spelling.description }
 
@@ -140,10 +178,17 @@ private enum AlertKey: Int, CaseIterable, KnownKey {
 }
 
 /// The keys of `aps` that have a defined type.
-private enum ApsKey: Int, CaseIterable, KnownKey {
+enum ApsKey: Int, CaseIterable, KnownKey {
     case alert, badge, sound, contentAvailable, category
 
-    static let table = allCases
+    static func spelled(by k: UnsafeRawBufferPointer) -> ApsKey? {
+        switch k.count {
+        case 5: k.spells("alert") ? .alert : k.spells("badge") ? .badge : k.spells("sound") ? .sound : nil
+        case 8: k.spells("category") ? .category : nil
+        case 17: k.spells("content-available") ? .contentAvailable : nil
+        default: nil
+        }
+    }
 
     var spelling: StaticString {
         switch self {
@@ -168,7 +213,8 @@ private struct EventScan {
 
     var id: String?
     var app: String?
-    var environmentText: String?
+    /// The `environment` field's string, made text only for an error event.
+    var environmentToken: JSONString?
     var environment: APNsEnvironment?
     var tokenString: JSONString?
     var expiration: Expiration = .unspecified
@@ -261,10 +307,13 @@ private struct EventScan {
             if text.isEmpty { problem(field, "field 'app' is empty") } else { app = text }
         case .environment:
             guard kind == .string else { return try wrongType(field, expected: "\"production\" or \"sandbox\"") }
-            let text = reader.string(try reader.readString())
-            environmentText = text
-            guard let env = APNsEnvironment(rawValue: text) else {
-                return problem(field, "field 'environment' must be \"production\" or \"sandbox\", not \"\(text.prefix(40))\"")
+            let token = try reader.readString()
+            environmentToken = token
+            let env = token.hasEscapes
+                ? APNsEnvironment(rawValue: reader.string(token))
+                : APNsEnvironment(utf8: UnsafeRawBufferPointer(rebasing: reader.bytes[token.start..<token.end]))
+            guard let env else {
+                return problem(field, "field 'environment' must be \"production\" or \"sandbox\", not \"\(reader.string(token).prefix(40))\"")
             }
             environment = env
         case .token:
@@ -514,7 +563,7 @@ private struct EventScan {
 
     func rejection(_ error: EventError, token: DeviceToken? = nil) -> EventRejection {
         EventRejection(
-            error: error, eventID: id, app: app, environment: environmentText, token: token,
+            error: error, eventID: id, app: app, environment: environmentToken.map { reader.string($0) }, token: token,
             rawToken: tokenString.map { reader.string($0) })
     }
 

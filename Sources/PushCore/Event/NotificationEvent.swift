@@ -2,6 +2,11 @@
 public enum APNsEnvironment: String, CaseIterable, Hashable, Sendable, Codable {
     case production
     case sandbox
+
+    /// The environment `utf8` spells exactly, if any (no string made).
+    init?(utf8: UnsafeRawBufferPointer) {
+        if utf8.spells("production") { self = .production } else if utf8.spells("sandbox") { self = .sandbox } else { return nil }
+    }
 }
 
 /// A notification's priority (frame item 5; `apns-priority` on HTTP/2).

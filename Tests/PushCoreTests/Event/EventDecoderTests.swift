@@ -177,6 +177,39 @@ import Testing
         #expect(broken.eventID == "early")
     }
 
+    /// Each known key is found by its spelling alone: not by a prefix, an extension, a change of one byte or of
+    /// case, and one spelled with escapes is the same key.
+    @Test func knownKeysMatchTheirSpellingExactly() {
+        func check<Key: KnownKey & Equatable>(_: Key.Type) {
+            for key in Key.allCases {
+                let spelling = Array(key.spelling.description.utf8)
+                let found = spelling.withUnsafeBytes { Key.spelled(by: $0) }
+                #expect(found == key, "\(key.spelling)")
+                var variants = [Array(spelling.dropLast()), spelling + [UInt8(ascii: "s")], [UInt8(ascii: "x")] + spelling]
+                for i in spelling.indices {
+                    var changed = spelling
+                    changed[i] ^= 0x20  // the other case of a letter ('-' and '_' become other bytes)
+                    variants.append(changed)
+                    changed[i] ^= 0x21
+                    variants.append(changed)
+                }
+                for variant in variants {
+                    let other = variant.withUnsafeBytes { Key.spelled(by: $0) }
+                    #expect(other == nil || Array(other!.spelling.description.utf8) == variant, "\(key.spelling) as \(variant)")
+                }
+            }
+        }
+        check(EventField.self)
+        check(ApsKey.self)
+        check(AlertKey.self)
+        #expect(APNsEnvironment.allCases.allSatisfy { e in Array(e.rawValue.utf8).withUnsafeBytes { APNsEnvironment(utf8: $0) } == e })
+        #expect(Array("Production".utf8).withUnsafeBytes { APNsEnvironment(utf8: $0) } == nil)
+        // Escaped spellings: a key and an environment written with \u escapes are still theirs.
+        let escaped = decodeEvent(#"{"id":"x","app":"a","\u0065nvironment":"s\u0061ndbox","token":"ab","payload":{"aps":{"\u0062adge":1}}}"#)
+        #expect((try? escaped.get())?.environment == .sandbox)
+        #expect(decodeEvent(#"{"id":"x","app":"a","environment":"s\u0061ndb0x","token":"ab","payload":{"aps":{}}}"#).failure?.environment == "sandb0x")
+    }
+
     @Test func idLengthCountsCharactersAndEscapedKeysCount() throws {
         let id128 = String(repeating: "😀", count: 128)
         #expect(try decodeEvent(#"{"id":"\#(id128)","app":"a","token":"ab","payload":{"aps":{}}}"#).get().id == id128)
