@@ -17,10 +17,10 @@ import PushCore
 ///   every notification in flight would fail innocent ones.
 /// - Expiration is checked before every send, resends included.
 struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration == Duration {
+    /// A notification in flight: 40 bytes. Its identifier is not kept: entries are in send order, and identifiers
+    /// are given in that order (``identifier(after:by:)``), so the list's place says it.
     struct Entry {
-        // The delivery first: the identifier takes the bytes it leaves (40 bytes an entry).
         var delivery: Delivery
-        var identifier: UInt32
         /// When it was written: nanoseconds after the machine's `origin` (half an instant's size).
         var sentAt: Int64
     }
@@ -52,15 +52,35 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
     private(set) var inFlight = ChunkedQueue<Entry>()
     /// Notifications accepted on this connection so far.
     private(set) var acceptedCount = 0
-    private var nextIdentifier: UInt32 = 1
+    private var nextIdentifier: UInt32
+    /// The identifier of `inFlight[0]` (when there is one).
+    private var headIdentifier: UInt32
     /// What entries' send times count from: the first send.
     private var origin: Instant?
     /// False once an error response arrived or the connection closed: nothing more may be sent on it.
     private(set) var isOpen = true
 
-    init(acceptanceWindow: Duration, maxAttempts: Int) {
+    /// - Parameter firstIdentifier: the first send's identifier (not 0; tests start near the end of the range).
+    init(acceptanceWindow: Duration, maxAttempts: Int, firstIdentifier: UInt32 = 1) {
+        precondition(firstIdentifier != 0, "identifier 0 is never given")
         self.acceptanceWindow = acceptanceWindow
         self.maxAttempts = maxAttempts
+        nextIdentifier = firstIdentifier
+        headIdentifier = firstIdentifier
+    }
+
+    /// The identifier `n` sends after `identifier`: they count 1, 2, ... 4294967295, then 1 again (0 is never given).
+    static func identifier(after identifier: UInt32, by n: Int) -> UInt32 {
+        let span = UInt64(UInt32.max)
+        return UInt32((UInt64(identifier - 1) + UInt64(n) % span) % span + 1)
+    }
+
+    /// The place in `inFlight` of the notification sent with `identifier`, if it is there.
+    private func index(of identifier: UInt32) -> Int? {
+        guard identifier != 0, !inFlight.isEmpty else { return nil }
+        let span = UInt64(UInt32.max)
+        let distance = (UInt64(identifier - 1) + span - UInt64(headIdentifier - 1)) % span
+        return distance < UInt64(inFlight.count) ? Int(distance) : nil
     }
 
     /// `now` as a send time.
@@ -87,9 +107,9 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
         var delivery = delivery
         delivery.sends += 1
         let identifier = nextIdentifier
-        nextIdentifier &+= 1
-        if nextIdentifier == 0 { nextIdentifier = 1 }
-        inFlight.append(Entry(delivery: delivery, identifier: identifier, sentAt: time.offset))
+        nextIdentifier = Self.identifier(after: identifier, by: 1)
+        if inFlight.isEmpty { headIdentifier = identifier }
+        inFlight.append(Entry(delivery: delivery, sentAt: time.offset))
         return .send(identifier: identifier)
     }
 
@@ -102,6 +122,7 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
         while !inFlight.isEmpty, inFlight[0].sentAt <= sentBy {
             accepted.append(.accepted(inFlight.removeFirst().delivery))
         }
+        headIdentifier = Self.identifier(after: headIdentifier, by: accepted.count)
         acceptedCount += accepted.count
         return accepted
     }
@@ -127,7 +148,7 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
     mutating func receive(_ response: ErrorResponse) -> Settlement {
         isOpen = false
         var settlement = Settlement()
-        guard let index = inFlight.firstIndex(where: { $0.identifier == response.identifier }) else {
+        guard let index = index(of: response.identifier) else {
             // Nothing in flight is the one named. After status 10 that is ordinary: the last one processed was
             // accepted by the window already, and everything in flight was sent after it. Any other answer is
             // settled as a close with no answer (the oldest counts a transient failure): a gateway that keeps

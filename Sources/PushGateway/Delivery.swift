@@ -18,13 +18,13 @@ public struct DeliveryTicket: Hashable, Sendable, ExpressibleByIntegerLiteral, C
     public var description: String { high == 0 ? "\(low)" : "\(high):\(low)" }
 }
 
-/// One notification on its way to the gateway: the encoded frame (its identifier is written in at each send) and a
+/// One notification on its way to the gateway: its encoded frame (its identifier is written in at each send) and a
 /// few words. This is all the engine holds per notification, so `max_in_flight` of them stay small.
 public struct Delivery: Sendable {
     /// The caller's reference, echoed in the outcome.
     public var ticket: DeliveryTicket
     /// The notification in the pool's format, identifier 0, with its size, identifier offset and expiration.
-    private let frame: SharedFrame
+    private let frame: FrameReference
     private var sendCount: UInt16 = 0
     private var failureCount: UInt16 = 0
     /// Times written to a gateway connection.
@@ -42,26 +42,32 @@ public struct Delivery: Sendable {
         self.init(ticket: DeliveryTicket(ticket), notification: notification, format: format)
     }
 
+    /// A delivery with a frame block of its own (a batch's deliveries share one: ``FrameBlockWriter``).
     public init(ticket: DeliveryTicket, notification: PushNotification, format: NotificationFormat) {
+        var writer = FrameBlockWriter(capacity: FrameBlock.room(for: notification, format: format))
+        self = writer.delivery(ticket: ticket, notification, format: format)
+    }
+
+    fileprivate init(ticket: DeliveryTicket, frame: FrameReference) {
         self.ticket = ticket
-        frame = SharedFrame(EncodedFrame.make(notification, format: format))
+        self.frame = frame
     }
 
     /// UNIX seconds; 0 never expires.
-    public var expiration: UInt32 { frame.buffer.header.expiration }
+    public var expiration: UInt32 { frame.header.expiration }
 
     /// The frame's size in bytes.
-    var frameSize: Int { Int(frame.buffer.header.count) }
+    var frameSize: Int { Int(frame.header.count) }
 
     /// Its device token, read from the frame when asked for.
     public var tokenSource: DeliveryTokenSource { DeliveryTokenSource(frame: frame) }
 
     /// Writes the frame with `identifier` into `buffer`.
     func write(identifier: UInt32, into buffer: inout ByteBuffer) {
-        let frame = self.frame.buffer
-        let count = Int(frame.header.count)
-        let identifierOffset = Int(frame.header.identifierOffset)
-        frame.withUnsafeMutablePointerToElements { bytes in
+        let header = frame.header
+        let count = Int(header.count)
+        let identifierOffset = Int(header.identifierOffset)
+        frame.withBytes { bytes in
             _ = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { out in
                 out.baseAddress!.copyMemory(from: bytes, byteCount: count)
                 if identifierOffset != 0 {
@@ -73,9 +79,14 @@ public struct Delivery: Sendable {
     }
 }
 
-/// A notification's frame in one allocation: an object header, eight bytes and the frame (an array's header alone
-/// is 32 bytes), with what the engine reads besides the bytes. Written once, when made; read only after.
-final class EncodedFrame: ManagedBuffer<EncodedFrame.Header, UInt8> {
+/// Frames in one allocation: each frame's 8-byte header (``FrameBlock/Header``) and then its bytes, one after the
+/// other. The pipeline encodes a poll's notifications for one app into one block, so a held notification costs its
+/// frame and 8 bytes, not an object of its own (16 bytes of object header, 8 of malloc's and its rounding). Each
+/// delivery keeps the block alive; it goes with the last of them. A batch's notifications for one app are sent,
+/// accepted or failed together, so a block is seldom kept for one frame long after the rest.
+///
+/// Written only while its writer fills it, before any delivery of it is handed on; read only after.
+final class FrameBlock: ManagedBuffer<Int, UInt8> {
     struct Header {
         /// The frame's size in bytes (at most 2,177: a 100-byte token and a 2,048-byte payload).
         let count: UInt16
@@ -86,36 +97,90 @@ final class EncodedFrame: ManagedBuffer<EncodedFrame.Header, UInt8> {
         let expiration: UInt32
     }
 
-    /// `notification` in `format`, its identifier 0 (written in at each send).
-    static func make(_ notification: PushNotification, format: NotificationFormat) -> EncodedFrame {
+    static let headerSize = MemoryLayout<Header>.size
+
+    /// The bytes `notification` takes in a block in `format`: its header and its frame.
+    static func room(for notification: PushNotification, format: NotificationFormat) -> Int {
+        headerSize + notification.encodedSize(format)
+    }
+}
+
+/// Fills one ``FrameBlock`` of a known size with frames and makes the deliveries that hold them.
+public struct FrameBlockWriter {
+    private let block: FrameBlock
+    private var used = 0
+    private let capacity: Int
+
+    /// A block for frames of `capacity` bytes in all (the sum of ``room(for:format:)``).
+    public init(capacity: Int) {
+        self.capacity = capacity
+        block = unsafeDowncast(FrameBlock.create(minimumCapacity: max(1, capacity)) { _ in 0 }, to: FrameBlock.self)
+    }
+
+    /// The bytes a notification takes in a block.
+    public static func room(for notification: PushNotification, format: NotificationFormat) -> Int {
+        FrameBlock.room(for: notification, format: format)
+    }
+
+    /// Encodes `notification` in `format`, its identifier 0 (written in at each send), into the block, and returns the
+    /// delivery of it.
+    public mutating func delivery(ticket: DeliveryTicket, _ notification: PushNotification, format: NotificationFormat) -> Delivery {
         var n = notification
         n.identifier = 0
         let size = n.encodedSize(format)
+        precondition(used + FrameBlock.headerSize + size <= capacity, "a frame block written past the room it was made with")
         let identifierOffset = switch format {
         case .frame: 5 + 3 + n.token.bytes.count + 3 + n.payload.count + 3
         case .enhanced: 1
         case .simple: 0
         }
-        let made = create(minimumCapacity: size) { _ in
-            Header(count: UInt16(size), identifierOffset: UInt16(identifierOffset), expiration: n.expiration)
+        let start = used
+        block.withUnsafeMutablePointerToElements { base in
+            let at = UnsafeMutableRawPointer(base + start)
+            at.storeBytes(of: UInt16(size), toByteOffset: 0, as: UInt16.self)
+            at.storeBytes(of: UInt16(identifierOffset), toByteOffset: 2, as: UInt16.self)
+            at.storeBytes(of: n.expiration, toByteOffset: 4, as: UInt32.self)
+            _ = NotificationEncoder.encode(
+                n, format: format, into: UnsafeMutableRawBufferPointer(start: at + FrameBlock.headerSize, count: size))
         }
-        _ = made.withUnsafeMutablePointerToElements { bytes in
-            NotificationEncoder.encode(n, format: format, into: UnsafeMutableRawBufferPointer(start: bytes, count: size))
+        used += FrameBlock.headerSize + size
+        return Delivery(ticket: ticket, frame: FrameReference(block: block, offset: UInt32(start)))
+    }
+}
+
+/// Where a delivery's frame is: its block and the offset of its header there. Shared between threads: the block is
+/// written only while its writer fills it, before anyone else sees it (`ManagedBuffer` cannot say so itself).
+struct FrameReference: @unchecked Sendable {
+    let block: FrameBlock
+    let offset: UInt32
+
+    var header: FrameBlock.Header {
+        block.withUnsafeMutablePointerToElements { base in
+            let at = UnsafeRawPointer(base + Int(offset))
+            return FrameBlock.Header(
+                count: at.loadUnaligned(fromByteOffset: 0, as: UInt16.self),
+                identifierOffset: at.loadUnaligned(fromByteOffset: 2, as: UInt16.self),
+                expiration: at.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
         }
-        return unsafeDowncast(made, to: EncodedFrame.self)
+    }
+
+    /// Calls `body` with the frame's first byte.
+    func withBytes<R>(_ body: (UnsafeRawPointer) -> R) -> R {
+        block.withUnsafeMutablePointerToElements { base in body(UnsafeRawPointer(base + Int(offset) + FrameBlock.headerSize)) }
     }
 
     /// The device token it carries: every format has the token's length at a fixed place after its command.
     var token: DeviceToken {
-        withUnsafeMutablePointerToElements { bytes in
-            let lengthOffset = switch bytes[0] {
+        withBytes { bytes in
+            let lengthOffset = switch bytes.load(as: UInt8.self) {
             case 0: 1  // command, length
             case 1: 9  // command, identifier, expiration, length
             default: 6  // command, frame length, item id, item length
             }
-            let count = Int(bytes[lengthOffset]) << 8 | Int(bytes[lengthOffset + 1])
+            let count = Int(bytes.load(fromByteOffset: lengthOffset, as: UInt8.self)) << 8
+                | Int(bytes.load(fromByteOffset: lengthOffset + 1, as: UInt8.self))
             // Written from a valid token when the frame was made.
-            return try! DeviceToken(bytes: Array(UnsafeBufferPointer(start: bytes + lengthOffset + 2, count: count)))
+            return try! DeviceToken(bytes: Array(UnsafeRawBufferPointer(start: bytes + lengthOffset + 2, count: count)))
         }
     }
 }
@@ -170,30 +235,22 @@ public struct DeliveryOutcome: Sendable, Hashable {
 /// Equal when the tokens are.
 public struct DeliveryTokenSource: Sendable, Hashable {
     private enum Storage: Sendable {
-        case frame(SharedFrame)
+        case frame(FrameReference)
         case token(DeviceToken)
     }
 
     private let storage: Storage
 
     public init(_ token: DeviceToken) { storage = .token(token) }
-    init(frame: SharedFrame) { storage = .frame(frame) }
+    init(frame: FrameReference) { storage = .frame(frame) }
 
     public var token: DeviceToken {
         switch storage {
-        case .frame(let frame): frame.buffer.token
+        case .frame(let frame): frame.token
         case .token(let token): token
         }
     }
 
     public static func == (a: Self, b: Self) -> Bool { a.token == b.token }
     public func hash(into hasher: inout Hasher) { hasher.combine(token) }
-}
-
-/// An `EncodedFrame` shared between threads: it is written only while it is made, before anyone else sees it
-/// (`ManagedBuffer` cannot say so itself).
-struct SharedFrame: @unchecked Sendable {
-    let buffer: EncodedFrame
-
-    init(_ buffer: EncodedFrame) { self.buffer = buffer }
 }

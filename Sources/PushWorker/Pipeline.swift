@@ -328,7 +328,8 @@ public final class Pipeline: RecordSink {
     /// What a record decoded to: a delivery for an endpoint, or an error event (boxed: it is rare and several
     /// times a delivery's size, which every element of a batch would otherwise take).
     fileprivate enum Decoded {
-        case deliver(HeldEvent, Delivery)
+        /// Encoded once the batch is decoded: the batch's frames for one endpoint go into one block.
+        case deliver(HeldEvent, PushNotification)
         case deliverHTTP2(HeldEvent, HTTP2Delivery)
         indirect case reject(DeliveryErrorEvent)
     }
@@ -384,7 +385,7 @@ public final class Pipeline: RecordSink {
             if let suppressed = checkSuppression(event, endpoint: index, held: &held, now: now, source: source) { return suppressed }
             let recordSeconds = timestamp >= 0 ? timestamp / 1000 : now / 1000
             let notification = event.notification(identifier: 0, recordTimestamp: recordSeconds, defaultTTL: configuration.defaultTTLSeconds)
-            return .deliver(held, Delivery(ticket: DeliveryTicket(0), notification: notification, format: endpointFormats[index]))
+            return .deliver(held, notification)
         }
     }
 
@@ -478,6 +479,8 @@ public final class Pipeline: RecordSink {
     /// Admits a batch into the ledger under one lock; returns the deliveries by endpoint and produces the error
     /// events of the rejected records.
     private func admit(_ batch: DecodedBatch) -> (binary: [[Delivery]], http2: [[HTTP2Delivery]]) {
+        let frames = encodeFrames(batch)
+        var nextFrame = 0
         var byEndpoint = Array(repeating: [Delivery](), count: configuration.endpoints.count)
         var byHTTP2Endpoint = Array(repeating: [HTTP2Delivery](), count: configuration.endpoints.count)
         var errors: [OutgoingMessage] = []
@@ -487,9 +490,11 @@ public final class Pipeline: RecordSink {
             for record in batch.records {
                 if slot == nil || slot!.0 != record.partition { slot = (record.partition, s.ledger.slot(for: record.partition)) }
                 switch record.decoded {
-                case .deliver(let held, var delivery):
+                case .deliver(let held, _):
                     let admission = s.ledger.admit(slot: slot!.1, offset: record.offset, group: held.endpoint + 1, entry: held)
                     restarted(admission, record.partition)
+                    var delivery = frames[nextFrame]
+                    nextFrame += 1
                     delivery.ticket = DeliveryTicket(admission.ticket)
                     byEndpoint[held.endpoint].append(delivery)
                 case .deliverHTTP2(let held, var delivery):
@@ -512,6 +517,27 @@ public final class Pipeline: RecordSink {
         let submitted = byEndpoint.reduce(0) { $0 + $1.count } + byHTTP2Endpoint.reduce(0) { $0 + $1.count }
         record(consumed: batch.records.count, submitted: submitted, errors: reasons)
         return (byEndpoint, byHTTP2Endpoint)
+    }
+
+    /// The batch's notifications encoded, in the batch's order: each endpoint's into one frame block of exactly
+    /// their size, outside the ledger's lock.
+    private func encodeFrames(_ batch: DecodedBatch) -> [Delivery] {
+        var room = Array(repeating: 0, count: endpointFormats.count)
+        for record in batch.records {
+            if case .deliver(let held, let notification) = record.decoded {
+                room[held.endpoint] += FrameBlockWriter.room(for: notification, format: endpointFormats[held.endpoint])
+            }
+        }
+        var writers = room.map { $0 > 0 ? FrameBlockWriter(capacity: $0) : nil }
+        var frames: [Delivery] = []
+        frames.reserveCapacity(batch.records.count)
+        for record in batch.records {
+            if case .deliver(let held, let notification) = record.decoded {
+                frames.append(writers[held.endpoint]!.delivery(
+                    ticket: DeliveryTicket(0), notification, format: endpointFormats[held.endpoint]))
+            }
+        }
+        return frames
     }
 
     private func restarted(_ admission: InFlightLedger<HeldEvent>.Admission, _ partition: TopicPartition) {

@@ -89,6 +89,44 @@ func sendAll(_ m: inout Machine, _ n: Int) -> [UInt32] {
         #expect(m.inFlight.isEmpty)
     }
 
+    /// The in-flight list keeps no identifiers: a place in it says which was sent. Identifiers run to 4294967295,
+    /// then start again at 1 (never 0); an error response names the right notification across the wrap, after the
+    /// window accepted some, and one naming what was accepted, what was not sent yet, or 0 names nothing in flight.
+    @Test(arguments: [UInt32.max - 3, UInt32.max, 1])
+    func anErrorResponseFindsItsNotificationAcrossTheWrap(first: UInt32) {
+        func machine() -> (Machine, [UInt32]) {
+            var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5, firstIdentifier: first)
+            _ = m.send(delivery(1), now: t0, unixNow: now)
+            _ = m.send(delivery(2), now: t0, unixNow: now)
+            var ids = [first, Machine.identifier(after: first, by: 1)]
+            for ticket in 3...8 {
+                guard case .send(let id) = m.send(delivery(UInt64(ticket)), now: t0.advanced(by: .seconds(1)), unixNow: now) else {
+                    fatalError("not sent")
+                }
+                ids.append(id)
+            }
+            #expect(m.acceptDue(now: t0.advanced(by: .milliseconds(1500))).map(\.ticket) == [1, 2])
+            return (m, ids)
+        }
+        let (_, ids) = machine()
+        #expect(!ids.contains(0) && Set(ids).count == 8)
+        for (a, b) in zip(ids, ids.dropFirst()) { #expect(b == (a == .max ? 1 : a + 1)) }
+        for named in 2..<8 {
+            var (m, _) = machine()
+            let s = m.receive(ErrorResponse(status: .invalidToken, identifier: ids[named]))
+            #expect(s.unmatchedIdentifier == nil)
+            #expect(s.outcomes.map(\.ticket) == (3...(named + 1)).map { DeliveryTicket(UInt64($0)) })
+            #expect(s.outcomes.last?.result == .failed(.invalidToken, status: .invalidToken, detail: "the gateway answered invalid_token(8)"))
+            #expect(s.resend.map(\.ticket) == ((named + 2)..<9).map { DeliveryTicket(UInt64($0)) })
+        }
+        for nobody in [ids[0], ids[1], Machine.identifier(after: ids[7], by: 1), 0] {
+            var (m, _) = machine()
+            let s = m.receive(ErrorResponse(status: .shutdown, identifier: nobody))
+            #expect(s.unmatchedIdentifier == nobody)
+            #expect(s.resend.map(\.ticket) == (3...8).map { DeliveryTicket(UInt64($0)) })
+        }
+    }
+
     @Test(arguments: [GatewayStatus.missingDeviceToken, .missingTopic, .missingPayload, .invalidTokenSize, .invalidTopicSize, .invalidPayloadSize, .protocolError])
     func everyFinalStatusHasItsReason(status: GatewayStatus) {
         var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5)

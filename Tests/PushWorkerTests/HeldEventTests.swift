@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import PushCore
 import Testing
 @testable import PushGateway
@@ -19,6 +20,38 @@ import Testing
         }
         let held = HeldEvent(id: "e1", endpoint: 2, timestamp: 7)
         #expect(held.endpoint == 2 && held.timestamp == 7 && held.id == "e1")
+    }
+
+    /// A batch's frames share one block of exactly their size: each delivery writes its own frame (the encoder's,
+    /// with the identifier of the send) and reads back its own token and expiration, in every format, and the
+    /// block lives on while any delivery of it does.
+    @Test(arguments: [NotificationFormat.frame, .enhanced, .simple])
+    func framesOfABatchShareOneBlockAndStayTheirOwn(format: NotificationFormat) throws {
+        var notifications: [PushNotification] = []
+        for i in 0..<40 {
+            let tokenBytes: [UInt8] = (0..<(1 + i % 40)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ i) }
+            let alert = String(repeating: "x", count: i * 5)
+            let payload = Array("{\"aps\":{\"alert\":\"\(alert)\"}}".utf8)
+            let expiration: UInt32 = format == .simple ? 0 : UInt32(1_900_000_000 + i)
+            notifications.append(PushNotification(
+                token: try DeviceToken(bytes: tokenBytes), payload: payload, identifier: 0, expiration: expiration,
+                priority: .immediate))
+        }
+        var writer = FrameBlockWriter(capacity: notifications.reduce(0) { $0 + FrameBlockWriter.room(for: $1, format: format) })
+        var deliveries = notifications.enumerated().map { i, n in writer.delivery(ticket: DeliveryTicket(UInt64(i)), n, format: format) }
+        writer = FrameBlockWriter(capacity: 0)  // the writer's own reference gone: the deliveries keep the block
+        for (i, n) in notifications.enumerated().reversed() {
+            var sent = n
+            sent.identifier = UInt32(1000 + i)
+            var written = ByteBuffer()
+            deliveries[i].write(identifier: sent.identifier, into: &written)
+            #expect(Array(written.readableBytesView) == NotificationEncoder.encodeBytes(sent, format: format))
+            #expect(deliveries[i].frameSize == n.encodedSize(format))
+            #expect(deliveries[i].tokenSource.token == n.token)
+            #expect(deliveries[i].expiration == n.expiration)
+            #expect(deliveries[i].ticket == DeliveryTicket(UInt64(i)))
+            deliveries.removeLast()
+        }
     }
 
     /// Every id comes back exactly as it went in, whichever way it is kept.
@@ -58,10 +91,10 @@ import Testing
         }
     }
 
-    /// What each held notification costs besides its frame: its ledger record and its connection's in-flight entry,
-    /// laid out so that the small fields fill what the large ones leave (64 bytes in declaration order for the
-    /// entry); the frame's own allocation adds 24 bytes to it (an array's would add 32, and the entry 16 more for
-    /// what the frame's header holds and a whole instant). The ledger keeps no token: the frame has it.
+    /// What each held notification costs besides its frame: its ledger record and its connection's in-flight entry
+    /// (its delivery and send time; its place in the list gives its identifier), laid out so that the small fields
+    /// fill what the large ones leave; the frame adds its 8-byte header in its block (an object of its own would add
+    /// 24 and malloc's 8 and rounding). The ledger keeps no token: the frame has it.
     @Test func aHeldNotificationsRecordsStayCompact() {
         #expect(MemoryLayout<HeldEvent>.stride <= 32)
         // An optional held event takes no byte more: the id's case has values to spare.
@@ -69,6 +102,6 @@ import Testing
         #expect(MemoryLayout<InFlightLedger<HeldEvent>.Record>.stride <= 48)
         #expect(MemoryLayout<ConnectionStateMachine<ContinuousClock.Instant>.Entry>.stride <= 40)
         #expect(MemoryLayout<Delivery>.stride <= 32)
-        #expect(MemoryLayout<EncodedFrame.Header>.size == 8)
+        #expect(MemoryLayout<FrameBlock.Header>.size == FrameBlock.headerSize && FrameBlock.headerSize == 8)
     }
 }
