@@ -259,13 +259,6 @@ if ProcessInfo.processInfo.environment["PUSHWORKER_BENCHMARKS"] == "1" {
         ))
     package.targets.append(
         .executableTarget(
-            name: "DecodeLoop",
-            dependencies: ["PushCore", .product(name: "NIOCore", package: "swift-nio")],
-            path: "Benchmarks/DecodeLoop",
-            swiftSettings: [.swiftLanguageMode(.v6)]
-        ))
-    package.targets.append(
-        .executableTarget(
             name: "KafkaConsumeBenchmark",
             dependencies: ["PushKafka"],
             path: "Benchmarks/KafkaConsumeBenchmark",

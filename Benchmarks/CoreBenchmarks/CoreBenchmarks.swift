@@ -12,6 +12,13 @@ let typicalEvent = Array("""
     "expiration":1893456000,"priority":10}
     """.utf8)
 
+/// The end-to-end benchmark's event (`scripts/e2e/harness.py`): four keys, a short id, and a payload that is mostly
+/// one 220-byte string.
+let endToEndEvent = Array(("""
+    {"id":"e123456","app":"com.example.app","token":"740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad",\
+    "payload":{"aps":{"alert":"Event 123456","sound":"default"},"n":123456,"ts":1795784033989,"pad":"
+    """ + String(repeating: "x", count: 220) + "\"}}").utf8)
+
 /// A validated event with a 200-byte payload, as the HTTP/2 benchmarks start from.
 func http2Event() -> NotificationEvent {
     var body = Array(#"{"aps":{"alert":{"title":"Your order has shipped","body":"Order #48213 is on its way"}}}"#.utf8)
@@ -123,6 +130,24 @@ let benchmarks: @Sendable () -> Void = {
             if buffer.writerIndex > (1 << 20) - 4096 { buffer.clear() }
         }
         blackHole(buffer.writerIndex)
+    }
+
+    // Decode and validate alone, in CPU time as well (the machines these run on are shared: another process's load
+    // lengthens the wall clock, not this process's CPU time).
+    for (name, event) in [("typical event", typicalEvent), ("the end-to-end benchmark's event", endToEndEvent)] {
+        Benchmark(
+            "Event decode + validate, \(name)",
+            configuration: .init(metrics: [.cpuTotal, .wallClock, .mallocCountTotal], scalingFactor: .kilo)
+        ) { benchmark in
+            let decoder = EventDecoder(format: .frame)
+            var payloadBytes = 0
+            benchmark.startMeasurement()
+            for _ in benchmark.scaledIterations {
+                guard case .success(let decoded) = decoder.decode(event) else { fatalError("the sample event is valid") }
+                payloadBytes &+= decoded.payload.count
+            }
+            blackHole(payloadBytes)
+        }
     }
 
     // Token suppression (SPEC section 10): building the table from a topic of 1,000,000 records, and the check

@@ -117,10 +117,18 @@ public struct FrameBlockWriter {
         block = unsafeDowncast(FrameBlock.create(minimumCapacity: max(1, capacity)) { _ in 0 }, to: FrameBlock.self)
     }
 
+    /// The largest block a batch's frames are given (a longer run of them takes several): below glibc's mmap
+    /// threshold (128 KiB, fixed once the worker sets the allocator's top pad), so that a block is heap memory used
+    /// again, not fresh pages mapped, zeroed and faulted in for every batch.
+    public static let blockCapacity = 64 << 10
+
     /// The bytes a notification takes in a block.
     public static func room(for notification: PushNotification, format: NotificationFormat) -> Int {
         FrameBlock.room(for: notification, format: format)
     }
+
+    /// Whether `room` more bytes fit.
+    public func fits(_ room: Int) -> Bool { used + room <= capacity }
 
     /// Encodes `notification` in `format`, its identifier 0 (written in at each send), into the block, and returns the
     /// delivery of it.

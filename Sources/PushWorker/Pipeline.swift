@@ -519,23 +519,28 @@ public final class Pipeline: RecordSink {
         return (byEndpoint, byHTTP2Endpoint)
     }
 
-    /// The batch's notifications encoded, in the batch's order: each endpoint's into one frame block of exactly
-    /// their size, outside the ledger's lock.
+    /// The batch's notifications encoded, in the batch's order: each endpoint's into blocks of exactly their size
+    /// (up to ``FrameBlockWriter/blockCapacity`` each), outside the ledger's lock.
     private func encodeFrames(_ batch: DecodedBatch) -> [Delivery] {
-        var room = Array(repeating: 0, count: endpointFormats.count)
+        var remaining = Array(repeating: 0, count: endpointFormats.count)
         for record in batch.records {
             if case .deliver(let held, let notification) = record.decoded {
-                room[held.endpoint] += FrameBlockWriter.room(for: notification, format: endpointFormats[held.endpoint])
+                remaining[held.endpoint] += FrameBlockWriter.room(for: notification, format: endpointFormats[held.endpoint])
             }
         }
-        var writers = room.map { $0 > 0 ? FrameBlockWriter(capacity: $0) : nil }
+        var writers: [FrameBlockWriter?] = Array(repeating: nil, count: endpointFormats.count)
         var frames: [Delivery] = []
         frames.reserveCapacity(batch.records.count)
         for record in batch.records {
-            if case .deliver(let held, let notification) = record.decoded {
-                frames.append(writers[held.endpoint]!.delivery(
-                    ticket: DeliveryTicket(0), notification, format: endpointFormats[held.endpoint]))
+            guard case .deliver(let held, let notification) = record.decoded else { continue }
+            let endpoint = held.endpoint
+            let format = endpointFormats[endpoint]
+            let room = FrameBlockWriter.room(for: notification, format: format)
+            if !(writers[endpoint]?.fits(room) ?? false) {
+                writers[endpoint] = FrameBlockWriter(capacity: max(room, min(remaining[endpoint], FrameBlockWriter.blockCapacity)))
             }
+            remaining[endpoint] -= room
+            frames.append(writers[endpoint]!.delivery(ticket: DeliveryTicket(0), notification, format: format))
         }
         return frames
     }

@@ -38,7 +38,11 @@ import Testing
                 priority: .immediate))
         }
         var writer = FrameBlockWriter(capacity: notifications.reduce(0) { $0 + FrameBlockWriter.room(for: $1, format: format) })
-        var deliveries = notifications.enumerated().map { i, n in writer.delivery(ticket: DeliveryTicket(UInt64(i)), n, format: format) }
+        var deliveries = notifications.enumerated().map { i, n in
+            #expect(writer.fits(FrameBlockWriter.room(for: n, format: format)))
+            return writer.delivery(ticket: DeliveryTicket(UInt64(i)), n, format: format)
+        }
+        #expect(!writer.fits(1))  // made for exactly these
         writer = FrameBlockWriter(capacity: 0)  // the writer's own reference gone: the deliveries keep the block
         for (i, n) in notifications.enumerated().reversed() {
             var sent = n
