@@ -246,10 +246,24 @@ if ProcessInfo.processInfo.environment["PUSHWORKER_BENCHMARKS"] == "1" {
     package.dependencies.append(
         .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]))
     package.targets.append(
+        .target(
+            name: "BenchmarkSamples",
+            path: "Benchmarks/BenchmarkSamples",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ))
+    package.targets.append(
+        .executableTarget(
+            name: "DecodeLoop",
+            dependencies: ["PushCore", "BenchmarkSamples"],
+            path: "Benchmarks/DecodeLoop",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ))
+    package.targets.append(
         .executableTarget(
             name: "CoreBenchmarks",
             dependencies: [
                 "PushCore",
+                "BenchmarkSamples",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
