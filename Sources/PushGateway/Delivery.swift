@@ -145,9 +145,9 @@ public struct FrameBlockWriter {
         let start = used
         block.withUnsafeMutablePointerToElements { base in
             let at = UnsafeMutableRawPointer(base + start)
-            at.storeBytes(of: UInt16(size), toByteOffset: 0, as: UInt16.self)
-            at.storeBytes(of: UInt16(identifierOffset), toByteOffset: 2, as: UInt16.self)
-            at.storeBytes(of: n.expiration, toByteOffset: 4, as: UInt32.self)
+            at.storeBytes(
+                of: FrameBlock.Header(count: UInt16(size), identifierOffset: UInt16(identifierOffset), expiration: n.expiration),
+                as: FrameBlock.Header.self)
             _ = NotificationEncoder.encode(
                 n, format: format, into: UnsafeMutableRawBufferPointer(start: at + FrameBlock.headerSize, count: size))
         }
@@ -163,13 +163,7 @@ struct FrameReference: @unchecked Sendable {
     let offset: UInt32
 
     var header: FrameBlock.Header {
-        block.withUnsafeMutablePointerToElements { base in
-            let at = UnsafeRawPointer(base + Int(offset))
-            return FrameBlock.Header(
-                count: at.loadUnaligned(fromByteOffset: 0, as: UInt16.self),
-                identifierOffset: at.loadUnaligned(fromByteOffset: 2, as: UInt16.self),
-                expiration: at.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
-        }
+        block.withUnsafeMutablePointerToElements { base in UnsafeRawPointer(base + Int(offset)).loadUnaligned(as: FrameBlock.Header.self) }
     }
 
     /// Calls `body` with the frame's first byte.

@@ -211,11 +211,7 @@ struct JSONReader {
     @inline(__always)
     func string(_ token: JSONString, equals literal: StaticString) -> Bool {
         if !token.hasEscapes {
-            let count = token.end - token.start
-            guard count == literal.utf8CodeUnitCount else { return false }
-            let lit = literal.utf8Start
-            for i in 0..<count where bytes[token.start + i] != lit[i] { return false }
-            return true
+            return UnsafeRawBufferPointer(rebasing: bytes[token.start..<token.end]).spells(literal)
         }
         return string(token).utf8.elementsEqual(
             UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
