@@ -133,8 +133,9 @@ public struct FrameBlockWriter {
     /// Encodes `notification` in `format`, its identifier 0 (written in at each send), into the block, and returns the
     /// delivery of it.
     public mutating func delivery(ticket: DeliveryTicket, _ notification: PushNotification, format: NotificationFormat) -> Delivery {
-        var n = notification
-        n.identifier = 0
+        // Written with its identifier as it is, then 0 in its place (a copy with the field changed would retain the
+        // token and payload for nothing).
+        let n = notification
         let size = n.encodedSize(format)
         precondition(used + FrameBlock.headerSize + size <= capacity, "a frame block written past the room it was made with")
         let identifierOffset = switch format {
@@ -148,8 +149,9 @@ public struct FrameBlockWriter {
             at.storeBytes(
                 of: FrameBlock.Header(count: UInt16(size), identifierOffset: UInt16(identifierOffset), expiration: n.expiration),
                 as: FrameBlock.Header.self)
-            _ = NotificationEncoder.encode(
-                n, format: format, into: UnsafeMutableRawBufferPointer(start: at + FrameBlock.headerSize, count: size))
+            let frame = at + FrameBlock.headerSize
+            _ = NotificationEncoder.encode(n, format: format, into: UnsafeMutableRawBufferPointer(start: frame, count: size))
+            if format != .simple { frame.storeBytes(of: UInt32(0), toByteOffset: identifierOffset, as: UInt32.self) }
         }
         used += FrameBlock.headerSize + size
         return Delivery(ticket: ticket, frame: FrameReference(block: block, offset: UInt32(start)))

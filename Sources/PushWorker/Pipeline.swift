@@ -162,7 +162,7 @@ public final class Pipeline: RecordSink {
     private let frameDecoder = EventDecoder(format: .frame)
     /// Per endpoint, the decoder of its format when that is not the frame format (its own limits apply).
     private let legacyDecoders: [EventDecoder?]
-    private let endpointFormats: [NotificationFormat]
+    fileprivate let endpointFormats: [NotificationFormat]
     /// Per endpoint, what the hot path needs (an `AppEndpoint` copy costs a retain of each of its strings).
     private let endpointKeys: [AppKey]
     /// Which endpoint an event goes to.
@@ -334,25 +334,70 @@ public final class Pipeline: RecordSink {
         indirect case reject(DeliveryErrorEvent)
     }
 
-    /// A poll's records, decoded outside the ledger's lock.
+    /// A poll's records, decoded outside the ledger's lock. What a record became is kept apart from the notification,
+    /// request or error event it carries, each kind in an array of its own in record order, so that admitting and
+    /// encoding read them where they are: an element copied out retains its token, payload and strings.
     fileprivate struct DecodedBatch {
+        /// What became of one record (its notification, request or error event is the next of its kind).
+        enum Kind {
+            case deliver(HeldEvent)
+            case deliverHTTP2(HeldEvent)
+            case reject
+        }
+
+        /// A binary notification waiting to be encoded, with its endpoint and its room in a frame block.
+        struct PendingFrame {
+            let endpoint: Int
+            let room: Int
+            let notification: PushNotification
+        }
+
+        /// Consecutive records of one partition: `start` is the first one's index.
+        struct Run {
+            let partition: TopicPartition
+            let start: Int
+        }
+
         let now: Int64
-        var records: [(partition: TopicPartition, offset: Int64, decoded: Decoded)] = []
+        private(set) var runs: [Run] = []
+        private(set) var records: [(offset: Int64, kind: Kind)] = []
+        private(set) var frames: [PendingFrame] = []
+        private(set) var requests: [HTTP2Delivery] = []
+        private(set) var rejects: [DeliveryErrorEvent] = []
 
         init(now: Int64, capacity: Int) {
             self.now = now
             records.reserveCapacity(capacity)
+            frames.reserveCapacity(capacity)
+        }
+
+        /// The records of `runs[run]`.
+        func indices(ofRun run: Int) -> Range<Int> {
+            runs[run].start..<(run + 1 < runs.count ? runs[run + 1].start : records.count)
         }
 
         mutating func add(_ partition: TopicPartition, offset: Int64, timestamp: Int64, value: UnsafeRawBufferPointer, _ pipeline: Pipeline) {
-            records.append((partition, offset, pipeline.decode(value, timestamp: timestamp, now: now) {
+            if runs.last?.partition != partition { runs.append(Run(partition: partition, start: records.count)) }
+            let decoded = pipeline.decode(value, timestamp: timestamp, now: now) {
                 RecordSource(topic: partition.topic, partition: partition.partition, offset: offset)
-            }))
+            }
+            switch decoded {
+            case .deliver(let held, let notification):
+                let room = FrameBlockWriter.room(for: notification, format: pipeline.endpointFormats[held.endpoint])
+                frames.append(PendingFrame(endpoint: held.endpoint, room: room, notification: notification))
+                records.append((offset, .deliver(held)))
+            case .deliverHTTP2(let held, let delivery):
+                requests.append(delivery)
+                records.append((offset, .deliverHTTP2(held)))
+            case .reject(let event):
+                rejects.append(event)
+                records.append((offset, .reject))
+            }
         }
     }
 
     /// Decodes and validates one record and encodes its notification; `source` is asked for only for an error event.
-    private func decode(_ value: UnsafeRawBufferPointer, timestamp: Int64, now: Int64, source: () -> RecordSource) -> Decoded {
+    fileprivate func decode(_ value: UnsafeRawBufferPointer, timestamp: Int64, now: Int64, source: () -> RecordSource) -> Decoded {
         // Validation against the frame limit first; the app's own format limit is applied once the app is known.
         switch frameDecoder.decode(value) {
         case .failure(let rejection):
@@ -480,36 +525,44 @@ public final class Pipeline: RecordSink {
     /// events of the rejected records.
     private func admit(_ batch: DecodedBatch) -> (binary: [[Delivery]], http2: [[HTTP2Delivery]]) {
         let frames = encodeFrames(batch)
-        var nextFrame = 0
+        var nextFrame = 0, nextRequest = 0, nextReject = 0
         var byEndpoint = Array(repeating: [Delivery](), count: configuration.endpoints.count)
         var byHTTP2Endpoint = Array(repeating: [HTTP2Delivery](), count: configuration.endpoints.count)
         var errors: [OutgoingMessage] = []
         var reasons: [DeliveryErrorReason] = []
         state.withLock { s in
-            var slot: (TopicPartition, UInt32)?
-            for record in batch.records {
-                if slot == nil || slot!.0 != record.partition { slot = (record.partition, s.ledger.slot(for: record.partition)) }
-                switch record.decoded {
-                case .deliver(let held, _):
-                    let admission = s.ledger.admit(slot: slot!.1, offset: record.offset, group: held.endpoint + 1, entry: held)
-                    restarted(admission, record.partition)
-                    var delivery = frames[nextFrame]
-                    nextFrame += 1
-                    delivery.ticket = DeliveryTicket(admission.ticket)
-                    byEndpoint[held.endpoint].append(delivery)
-                case .deliverHTTP2(let held, var delivery):
-                    let admission = s.ledger.admit(slot: slot!.1, offset: record.offset, group: held.endpoint + 1, entry: held)
-                    restarted(admission, record.partition)
-                    delivery.ticket = DeliveryTicket(admission.ticket)
-                    byHTTP2Endpoint[held.endpoint].append(delivery)
-                case .reject(let event):
-                    let admission = s.ledger.admit(
-                        slot: slot!.1, offset: record.offset, group: InFlightLedger<HeldEvent>.noGroup, entry: nil,
-                        outcomeKnown: true, outputs: 1)
-                    restarted(admission, record.partition)
-                    errors.append(OutgoingMessage(
-                        topic: errorTopic, key: event.messageKey.map { Array($0.utf8) }, value: event.json(), ticket: admission.ticket))
-                    reasons.append(event.reason)
+            for run in batch.runs.indices {
+                let partition = batch.runs[run].partition
+                let slot = s.ledger.slot(for: partition)
+                for i in batch.indices(ofRun: run) {
+                    let offset = batch.records[i].offset
+                    switch batch.records[i].kind {
+                    case .deliver(let held):
+                        let admission = s.ledger.admit(slot: slot, offset: offset, group: held.endpoint + 1, entry: held)
+                        restarted(admission, partition)
+                        var delivery = frames[nextFrame]
+                        nextFrame += 1
+                        delivery.ticket = DeliveryTicket(admission.ticket)
+                        byEndpoint[held.endpoint].append(delivery)
+                    case .deliverHTTP2(let held):
+                        let admission = s.ledger.admit(slot: slot, offset: offset, group: held.endpoint + 1, entry: held)
+                        restarted(admission, partition)
+                        var delivery = batch.requests[nextRequest]
+                        nextRequest += 1
+                        delivery.ticket = DeliveryTicket(admission.ticket)
+                        byHTTP2Endpoint[held.endpoint].append(delivery)
+                    case .reject:
+                        let admission = s.ledger.admit(
+                            slot: slot, offset: offset, group: InFlightLedger<HeldEvent>.noGroup, entry: nil,
+                            outcomeKnown: true, outputs: 1)
+                        restarted(admission, partition)
+                        let event = batch.rejects[nextReject]
+                        nextReject += 1
+                        errors.append(OutgoingMessage(
+                            topic: errorTopic, key: event.messageKey.map { Array($0.utf8) }, value: event.json(),
+                            ticket: admission.ticket))
+                        reasons.append(event.reason)
+                    }
                 }
             }
         }
@@ -523,24 +576,21 @@ public final class Pipeline: RecordSink {
     /// (up to ``FrameBlockWriter/blockCapacity`` each), outside the ledger's lock.
     private func encodeFrames(_ batch: DecodedBatch) -> [Delivery] {
         var remaining = Array(repeating: 0, count: endpointFormats.count)
-        for record in batch.records {
-            if case .deliver(let held, let notification) = record.decoded {
-                remaining[held.endpoint] += FrameBlockWriter.room(for: notification, format: endpointFormats[held.endpoint])
-            }
+        for i in batch.frames.indices {
+            remaining[batch.frames[i].endpoint] += batch.frames[i].room
         }
         var writers: [FrameBlockWriter?] = Array(repeating: nil, count: endpointFormats.count)
         var frames: [Delivery] = []
-        frames.reserveCapacity(batch.records.count)
-        for record in batch.records {
-            guard case .deliver(let held, let notification) = record.decoded else { continue }
-            let endpoint = held.endpoint
-            let format = endpointFormats[endpoint]
-            let room = FrameBlockWriter.room(for: notification, format: format)
+        frames.reserveCapacity(batch.frames.count)
+        for i in batch.frames.indices {
+            let endpoint = batch.frames[i].endpoint
+            let room = batch.frames[i].room
             if !(writers[endpoint]?.fits(room) ?? false) {
                 writers[endpoint] = FrameBlockWriter(capacity: max(room, min(remaining[endpoint], FrameBlockWriter.blockCapacity)))
             }
             remaining[endpoint] -= room
-            frames.append(writers[endpoint]!.delivery(ticket: DeliveryTicket(0), notification, format: format))
+            frames.append(writers[endpoint]!.delivery(
+                ticket: DeliveryTicket(0), batch.frames[i].notification, format: endpointFormats[endpoint]))
         }
         return frames
     }
