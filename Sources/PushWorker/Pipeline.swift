@@ -239,7 +239,8 @@ public final class Pipeline: RecordSink {
         for await batch in records {
             var decoded = DecodedBatch(now: wallClock(), capacity: batch.count)
             for r in batch {
-                r.value.withUnsafeBytes { decoded.add(r.topicPartition, offset: r.offset, timestamp: r.timestamp, value: $0, self) }
+                if decoded.runs.last?.partition != r.topicPartition { decoded.startRun(r.topicPartition) }
+                r.value.withUnsafeBytes { decoded.add(offset: r.offset, timestamp: r.timestamp, value: $0, self) }
             }
             let admitted = admit(decoded)
             for (index, deliveries) in admitted.binary.enumerated() where !deliveries.isEmpty {
@@ -285,13 +286,14 @@ public final class Pipeline: RecordSink {
 
     public func consume(_ batch: PolledBatch) {
         var decoded = DecodedBatch(now: wallClock(), capacity: batch.count)
-        var run: (handle: UnsafeRawPointer, partition: Int32, topicPartition: TopicPartition)?
+        var run: (handle: UnsafeRawPointer, partition: Int32)?
         for i in 0..<batch.count {
             let r = batch[i]
             if run == nil || run!.handle != r.topicHandle || run!.partition != r.partition {
-                run = (r.topicHandle, r.partition, r.topicPartition)
+                run = (r.topicHandle, r.partition)
+                decoded.startRun(r.topicPartition)
             }
-            decoded.add(run!.topicPartition, offset: r.offset, timestamp: r.timestamp, value: r.value, self)
+            decoded.add(offset: r.offset, timestamp: r.timestamp, value: r.value, self)
         }
         let admitted = admit(decoded)
         for (index, deliveries) in admitted.binary.enumerated() where !deliveries.isEmpty {
@@ -376,12 +378,18 @@ public final class Pipeline: RecordSink {
             runs[run].start..<(run + 1 < runs.count ? runs[run + 1].start : records.count)
         }
 
-        mutating func add(_ partition: TopicPartition, offset: Int64, timestamp: Int64, value: UnsafeRawBufferPointer, _ pipeline: Pipeline) {
-            if runs.last?.partition != partition { runs.append(Run(partition: partition, start: records.count)) }
+        /// The records added next are `partition`'s (until the next run starts).
+        mutating func startRun(_ partition: TopicPartition) {
+            runs.append(Run(partition: partition, start: records.count))
+        }
+
+        /// Decodes one record of the current run.
+        mutating func add(offset: Int64, timestamp: Int64, value: UnsafeRawBufferPointer, _ pipeline: Pipeline) {
             let decoded = pipeline.decode(value, timestamp: timestamp, now: now) {
-                RecordSource(topic: partition.topic, partition: partition.partition, offset: offset)
+                let partition = runs[runs.count - 1].partition
+                return RecordSource(topic: partition.topic, partition: partition.partition, offset: offset)
             }
-            switch decoded {
+            switch consume decoded {
             case .deliver(let held, let notification):
                 let room = FrameBlockWriter.room(for: notification, format: pipeline.endpointFormats[held.endpoint])
                 frames.append(PendingFrame(endpoint: held.endpoint, room: room, notification: notification))

@@ -122,6 +122,18 @@ import Testing
             environments[e["event_id"]?.stringValue ?? "?"] = e["environment"]?.stringValue ?? "null"
         }
         #expect(reasons == invalid.mapValues(\.rawValue), "exactly one error event per invalid event, with its reason")
+        // Each error event names the record it came from (polls mix the three partitions' records).
+        let consumed = try await Self.readAll(servers, "notifications")
+        let byPlace = Dictionary(uniqueKeysWithValues: consumed.map { ("\($0.partition)/\($0.offset)", $0.value) })
+        for record in errors {
+            let e = try JSONValue(parsing: record.value)
+            let id = e["event_id"]?.stringValue ?? "?"
+            let source = e["source"]
+            #expect(source?["topic"]?.stringValue == "notifications", "\(id)")
+            let place = "\(source?["partition"]?.integerValue ?? -1)/\(source?["offset"]?.integerValue ?? -1)"
+            let value = byPlace[place].map { String(decoding: $0, as: UTF8.self) } ?? ""
+            #expect(value.contains(#""id":"\#(id)""#), "\(id): its source \(place) holds \(value.prefix(80))")
+        }
         // Rejected before routing or not, an event of a configured app carries the environment it resolves to.
         for id in ["x-token", "x-payload", "x-large", "x-priority", "x-expired"] {
             #expect(environments[id] == "production", "\(id): \(environments[id] ?? "no event")")
