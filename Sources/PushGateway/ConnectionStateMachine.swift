@@ -17,12 +17,12 @@ import PushCore
 ///   every notification in flight would fail innocent ones.
 /// - Expiration is checked before every send, resends included.
 struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration == Duration {
-    /// A notification in flight: 40 bytes. Its identifier is not kept: entries are in send order, and identifiers
-    /// are given in that order (``identifier(after:by:)``), so the list's place says it.
-    struct Entry {
-        var delivery: Delivery
-        /// When it was written: nanoseconds after the machine's `origin` (half an instant's size).
-        var sentAt: Int64
+    /// Consecutive notifications in flight written at one send time (the batches of one turn of the event loop
+    /// share theirs), so that an entry in flight is its delivery alone.
+    struct SendRun {
+        /// When they were written: nanoseconds after the machine's `origin` (half an instant's size).
+        let sentAt: Int64
+        var count: Int
     }
 
     /// What an error response or a close means for the notifications in flight.
@@ -49,7 +49,11 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
 
     let acceptanceWindow: Duration
     let maxAttempts: Int
-    private(set) var inFlight = ChunkedQueue<Entry>()
+    /// The notifications in flight, in send order: 32 bytes each. Their identifiers are not kept: identifiers are
+    /// given in send order (``identifier(after:by:)``), so the list's place says each one.
+    private(set) var inFlight = ChunkedQueue<Delivery>()
+    /// When `inFlight`'s notifications were written, oldest first: its counts add up to `inFlight.count`.
+    private var sendRuns = ChunkedQueue<SendRun>()
     /// Notifications accepted on this connection so far.
     private(set) var acceptedCount = 0
     private var nextIdentifier: UInt32
@@ -109,7 +113,12 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
         let identifier = nextIdentifier
         nextIdentifier = Self.identifier(after: identifier, by: 1)
         if inFlight.isEmpty { headIdentifier = identifier }
-        inFlight.append(Entry(delivery: delivery, sentAt: time.offset))
+        inFlight.append(delivery)
+        if let last = sendRuns.last, last.sentAt == time.offset {
+            sendRuns[sendRuns.count - 1].count += 1
+        } else {
+            sendRuns.append(SendRun(sentAt: time.offset, count: 1))
+        }
         return .send(identifier: identifier)
     }
 
@@ -119,8 +128,9 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
         // place and moved out, not copied.
         var accepted: [DeliveryOutcome] = []
         guard let sentBy = sentBy(now) else { return accepted }
-        while !inFlight.isEmpty, inFlight[0].sentAt <= sentBy {
-            accepted.append(.accepted(inFlight.removeFirst().delivery))
+        while let run = sendRuns.first, run.sentAt <= sentBy {
+            for _ in 0..<run.count { accepted.append(.accepted(inFlight.removeFirst())) }
+            _ = sendRuns.removeFirst()
         }
         headIdentifier = Self.identifier(after: headIdentifier, by: accepted.count)
         acceptedCount += accepted.count
@@ -129,8 +139,8 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
 
     /// Whether the oldest notification in flight has passed the acceptance window by `now`.
     func hasDue(now: Instant) -> Bool {
-        guard !inFlight.isEmpty, let sentBy = sentBy(now) else { return false }
-        return inFlight[0].sentAt <= sentBy
+        guard let oldest = sendRuns.first, let sentBy = sentBy(now) else { return false }
+        return oldest.sentAt <= sentBy
     }
 
     /// The send time by which a notification has passed the acceptance window at `now`; nil before the first send.
@@ -154,8 +164,8 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
             // settled as a close with no answer (the oldest counts a transient failure): a gateway that keeps
             // answering with an identifier nobody holds must not make the same notifications go round for ever.
             if response.status == .shutdown {
-                settlement.resend = inFlight.map(\.delivery)
-                inFlight.removeAll()
+                settlement.resend = Array(inFlight)
+                removeAll()
             } else {
                 settlement = closed(
                     blameTheOldest: true,
@@ -167,11 +177,11 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
         let before = inFlight[..<index]
         let named = inFlight[index]
         let after = inFlight[(index + 1)...]
-        settlement.outcomes = before.map { .accepted($0.delivery) }
+        settlement.outcomes = before.map { .accepted($0) }
         if response.status == .shutdown {
-            settlement.outcomes.append(.accepted(named.delivery))
+            settlement.outcomes.append(.accepted(named))
         } else if response.status.isTransient {
-            var delivery = named.delivery
+            var delivery = named
             delivery.transientFailures += 1
             if delivery.transientFailures >= maxAttempts {
                 settlement.outcomes.append(.failed(
@@ -182,12 +192,12 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
             }
         } else {
             settlement.outcomes.append(.failed(
-                named.delivery, response.status.deliveryErrorReason ?? .unknown, status: response.status,
+                named, response.status.deliveryErrorReason ?? .unknown, status: response.status,
                 "the gateway answered \(response.status)"))
         }
-        settlement.resend += after.map(\.delivery)
+        settlement.resend += after
         acceptedCount += settlement.outcomes.count { $0.result == .accepted }
-        inFlight.removeAll()
+        removeAll()
         return settlement
     }
 
@@ -200,7 +210,7 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
         isOpen = false
         var settlement = Settlement()
         for (index, entry) in inFlight.enumerated() {
-            var delivery = entry.delivery
+            var delivery = entry
             guard index == 0, blameTheOldest else {
                 settlement.resend.append(delivery)
                 continue
@@ -214,7 +224,7 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
                 settlement.resend.append(delivery)
             }
         }
-        inFlight.removeAll()
+        removeAll()
         return settlement
     }
 
@@ -223,8 +233,13 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
     mutating func abandon() -> Settlement {
         isOpen = false
         var settlement = Settlement()
-        settlement.resend = inFlight.map(\.delivery)
-        inFlight.removeAll()
+        settlement.resend = Array(inFlight)
+        removeAll()
         return settlement
+    }
+
+    private mutating func removeAll() {
+        inFlight.removeAll()
+        sendRuns.removeAll()
     }
 }

@@ -53,6 +53,27 @@ func sendAll(_ m: inout Machine, _ n: Int) -> [UInt32] {
         #expect(m.acceptDue(now: t0.advanced(by: .milliseconds(1500))).map(\.ticket) == [2])
     }
 
+    /// Sends at one instant share one kept send time (a run): the window accepts a run whole, the next run at its own
+    /// time, and an error response after part of the list was accepted settles the rest by place.
+    @Test func runsOfSendsAtOneInstantAreAcceptedWholeAndInOrder() {
+        var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5)
+        for (ticket, at) in [(1, 0), (2, 0), (3, 0), (4, 300), (5, 300), (6, 700)] {
+            _ = m.send(delivery(UInt64(ticket)), now: t0.advanced(by: .milliseconds(at)), unixNow: now)
+        }
+        #expect(m.acceptDue(now: t0.advanced(by: .milliseconds(999))).isEmpty)
+        #expect(m.acceptDue(now: t0.advanced(by: .milliseconds(1000))).map(\.ticket) == [1, 2, 3])
+        #expect(!m.hasDue(now: t0.advanced(by: .milliseconds(1299))))
+        #expect(m.hasDue(now: t0.advanced(by: .milliseconds(1300))))
+        #expect(m.inFlight.count == 3)
+        // Status 8 naming ticket 5 (identifier 5): 4 is accepted, 5 fails, 6 goes again.
+        let s = m.receive(ErrorResponse(status: .invalidToken, identifier: 5))
+        #expect(s.outcomes.map(\.ticket) == [4, 5])
+        #expect(s.outcomes[0].result == .accepted)
+        #expect(s.resend.map(\.ticket) == [6])
+        #expect(m.inFlight.isEmpty)
+        #expect(!m.hasDue(now: t0.advanced(by: .seconds(5))))
+    }
+
     /// Send times are kept as nanoseconds after the first send: the window is exact to the nanosecond, before and
     /// long after the first send, and `hasDue` agrees with `acceptDue`.
     @Test func theWindowIsExactToTheNanosecondAsTimeGoesOn() {
