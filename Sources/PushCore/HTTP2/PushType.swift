@@ -42,9 +42,12 @@ public enum PushType: String, CaseIterable, Hashable, Sendable {
     /// The largest body of any push type: what `validate --format http2` allows before knowing the type.
     public static let largestPayloadSize = 5120
 
+    /// `allCases` made once (the synthesized one builds its array on each call).
+    private static let cases = allCases
+
     /// Parses the field's bytes without building a String.
     static func parse(_ bytes: UnsafeRawBufferPointer) -> PushType? {
-        for type in allCases where type.rawValue.utf8.elementsEqual(bytes) { return type }
+        for type in cases where type.rawValue.utf8.elementsEqual(bytes) { return type }
         return nil
     }
 }
