@@ -133,13 +133,11 @@ public struct FrameBlockWriter {
     /// Encodes `notification` in `format`, its identifier 0 (written in at each send), into the block, and returns the
     /// delivery of it.
     public mutating func delivery(ticket: DeliveryTicket, _ notification: PushNotification, format: NotificationFormat) -> Delivery {
-        // Written with its identifier as it is, then 0 in its place (a copy with the field changed would retain the
-        // token and payload for nothing).
-        let n = notification
-        let size = n.encodedSize(format)
+        let size = notification.encodedSize(format)
         precondition(used + FrameBlock.headerSize + size <= capacity, "a frame block written past the room it was made with")
+        // 0: the format carries no identifier (as in `Delivery.write`).
         let identifierOffset = switch format {
-        case .frame: 5 + 3 + n.token.bytes.count + 3 + n.payload.count + 3
+        case .frame: 5 + 3 + notification.token.bytes.count + 3 + notification.payload.count + 3
         case .enhanced: 1
         case .simple: 0
         }
@@ -147,11 +145,13 @@ public struct FrameBlockWriter {
         block.withUnsafeMutablePointerToElements { base in
             let at = UnsafeMutableRawPointer(base + start)
             at.storeBytes(
-                of: FrameBlock.Header(count: UInt16(size), identifierOffset: UInt16(identifierOffset), expiration: n.expiration),
+                of: FrameBlock.Header(count: UInt16(size), identifierOffset: UInt16(identifierOffset), expiration: notification.expiration),
                 as: FrameBlock.Header.self)
             let frame = at + FrameBlock.headerSize
-            _ = NotificationEncoder.encode(n, format: format, into: UnsafeMutableRawBufferPointer(start: frame, count: size))
-            if format != .simple { frame.storeBytes(of: UInt32(0), toByteOffset: identifierOffset, as: UInt32.self) }
+            _ = NotificationEncoder.encode(notification, format: format, into: UnsafeMutableRawBufferPointer(start: frame, count: size))
+            // Written with the notification's identifier, then 0 in its place: a copy with the field changed would
+            // retain the token and payload for nothing.
+            if identifierOffset != 0 { frame.storeBytes(of: UInt32(0), toByteOffset: identifierOffset, as: UInt32.self) }
         }
         used += FrameBlock.headerSize + size
         return Delivery(ticket: ticket, frame: FrameReference(block: block, offset: UInt32(start)))
