@@ -13,7 +13,8 @@ import Glibc
 /// that splits and merges the kernel's mappings: 5–7% of the worker's CPU in a backlog, by profile. A top pad of 64 MiB
 /// makes each new region writable in one call. It reserves address space and commit charge, not memory: pages are
 /// backed when first written. The same pad also means a heap keeps up to 64 MiB of freed memory at its top instead of
-/// returning it at once.
+/// returning it at once. And setting it stops glibc from raising its mmap threshold (128 KiB) as large blocks are
+/// freed: a larger allocation, such as librdkafka's buffer for a large fetch answer, is mapped afresh each time.
 ///
 /// `GLIBC_TUNABLES` in the environment wins: with it set, nothing is changed (`glibc.malloc.top_pad` is this
 /// setting).
