@@ -437,7 +437,7 @@ public final class Pipeline: RecordSink {
             var held = HeldEvent(id: event.id, endpoint: index, timestamp: timestamp)
             if let suppressed = checkSuppression(event, endpoint: index, held: &held, now: now, source: source) { return suppressed }
             let recordSeconds = timestamp >= 0 ? timestamp / 1000 : now / 1000
-            let notification = event.notification(identifier: 0, recordTimestamp: recordSeconds, defaultTTL: configuration.defaultTTLSeconds)
+            let notification = (consume event).notification(identifier: 0, recordTimestamp: recordSeconds, defaultTTL: configuration.defaultTTLSeconds)
             return .deliver(held, notification)
         }
     }
@@ -532,9 +532,11 @@ public final class Pipeline: RecordSink {
     /// Admits a batch into the ledger under one lock; returns the deliveries by endpoint and produces the error
     /// events of the rejected records.
     private func admit(_ batch: DecodedBatch) -> (binary: [[Delivery]], http2: [[HTTP2Delivery]]) {
-        let frames = encodeFrames(batch)
-        var nextFrame = 0, nextRequest = 0, nextReject = 0
-        var byEndpoint = Array(repeating: [Delivery](), count: configuration.endpoints.count)
+        // Each endpoint's deliveries are in record order: the next one of `held.endpoint` is the record's, and its
+        // ticket is written in place (a copy out and back would retain and release its frame block).
+        var byEndpoint = encodeFrames(batch)
+        var nextFrame = Array(repeating: 0, count: byEndpoint.count)
+        var nextRequest = 0, nextReject = 0
         var byHTTP2Endpoint = Array(repeating: [HTTP2Delivery](), count: configuration.endpoints.count)
         var errors: [OutgoingMessage] = []
         var reasons: [DeliveryErrorReason] = []
@@ -548,10 +550,8 @@ public final class Pipeline: RecordSink {
                     case .deliver(let held):
                         let admission = s.ledger.admit(slot: slot, offset: offset, group: held.endpoint + 1, entry: held)
                         restarted(admission, partition)
-                        var delivery = frames[nextFrame]
-                        nextFrame += 1
-                        delivery.ticket = DeliveryTicket(admission.ticket)
-                        byEndpoint[held.endpoint].append(delivery)
+                        byEndpoint[held.endpoint][nextFrame[held.endpoint]].ticket = DeliveryTicket(admission.ticket)
+                        nextFrame[held.endpoint] += 1
                     case .deliverHTTP2(let held):
                         let admission = s.ledger.admit(slot: slot, offset: offset, group: held.endpoint + 1, entry: held)
                         restarted(admission, partition)
@@ -580,27 +580,41 @@ public final class Pipeline: RecordSink {
         return (byEndpoint, byHTTP2Endpoint)
     }
 
-    /// The batch's notifications encoded, in the batch's order: each endpoint's into blocks of exactly their size
-    /// (up to ``FrameBlockWriter/blockCapacity`` each), outside the ledger's lock.
-    private func encodeFrames(_ batch: DecodedBatch) -> [Delivery] {
+    /// The batch's notifications encoded, by endpoint, each endpoint's in the batch's order: each endpoint's into
+    /// blocks of exactly their size (up to ``FrameBlockWriter/blockCapacity`` each), outside the ledger's lock.
+    private func encodeFrames(_ batch: DecodedBatch) -> [[Delivery]] {
         var remaining = Array(repeating: 0, count: endpointFormats.count)
+        var counts = Array(repeating: 0, count: endpointFormats.count)
         for i in batch.frames.indices {
             remaining[batch.frames[i].endpoint] += batch.frames[i].room
+            counts[batch.frames[i].endpoint] += 1
+        }
+        var byEndpoint = counts.map { count in
+            var deliveries: [Delivery] = []
+            deliveries.reserveCapacity(count)
+            return deliveries
         }
         var writers: [FrameBlockWriter?] = Array(repeating: nil, count: endpointFormats.count)
-        var frames: [Delivery] = []
-        frames.reserveCapacity(batch.frames.count)
+        // The writer of the endpoint being written is held here, not in `writers`: a write through the array's
+        // optional would copy it out and back, retaining and releasing its block for every frame.
+        var current = -1
+        var writer: FrameBlockWriter?
         for i in batch.frames.indices {
             let endpoint = batch.frames[i].endpoint
+            if endpoint != current {
+                if current >= 0 { writers[current] = writer.take() }
+                writer = writers[endpoint].take()
+                current = endpoint
+            }
             let room = batch.frames[i].room
-            if !(writers[endpoint]?.fits(room) ?? false) {
-                writers[endpoint] = FrameBlockWriter(capacity: max(room, min(remaining[endpoint], FrameBlockWriter.blockCapacity)))
+            if !(writer?.fits(room) ?? false) {
+                writer = FrameBlockWriter(capacity: max(room, min(remaining[endpoint], FrameBlockWriter.blockCapacity)))
             }
             remaining[endpoint] -= room
-            frames.append(writers[endpoint]!.delivery(
+            byEndpoint[endpoint].append(writer!.delivery(
                 ticket: DeliveryTicket(0), batch.frames[i].notification, format: endpointFormats[endpoint]))
         }
-        return frames
+        return byEndpoint
     }
 
     private func restarted(_ admission: InFlightLedger<HeldEvent>.Admission, _ partition: TopicPartition) {

@@ -3,11 +3,13 @@ import Logging
 import PushCore
 import PushGateway
 @testable import PushKafka
+import PushSimulator
 import PushTestSupport
 import PushWorker
 import Testing
 
-/// A poll's records come from several partitions, in runs: each error event names its own record.
+/// A poll's records come from several partitions, in runs, and are for several apps, interleaved: each error event
+/// names its own record.
 @Suite struct ErrorSourceTests {
     @Test(.timeLimit(.minutes(1))) func eachErrorEventNamesItsRecordInABatchOfSeveralPartitions() async throws {
         var quiet = Logger(label: "test")
@@ -38,16 +40,7 @@ import Testing
             expected["e\(i)"] = (Int64(partition), offset)
         }
 
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await producer.run() }
-            let (records, continuation) = AsyncStream.makeStream(of: [KafkaRecord].self)
-            continuation.yield(batch)
-            continuation.finish()
-            try? await pipeline.run(records: records)
-            #expect(await pipeline.drain(timeout: .seconds(30)))
-            _ = await pipeline.stop()
-            producer.stop()
-        }
+        _ = await Self.settleOnePoll(batch, pipeline: pipeline, producer: producer)
 
         let errors = try await KafkaReplayReader(properties: properties, topic: "notification-errors", start: .earliest).readAll()
         var named: [String: (partition: Int64, offset: Int64)] = [:]
@@ -60,6 +53,76 @@ import Testing
         for (id, place) in expected {
             #expect(named[id]?.partition == place.partition && named[id]?.offset == place.offset,
                     "\(id): expected \(place), named \(String(describing: named[id]))")
+        }
+    }
+
+    /// One poll interleaves the records of two apps, and the gateway refuses some tokens of each: every
+    /// `invalid_token` event pairs its record's id and offset with the token that record carried (each app's
+    /// deliveries are made apart, in record order, and given their records' tickets in place).
+    @Test(.timeLimit(.minutes(1))) func eachErrorEventNamesItsRecordWhenAppsInterleaveInABatch() async throws {
+        var quiet = Logger(label: "test")
+        quiet.logLevel = .critical
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("notification-errors", partitions: 1)
+        let properties = ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"]
+        func token(_ i: Int) -> String { String(format: "%064x", 0xA11CE000 + i) }
+        // Apps a, b, b, a, b, a, a, b, ... (a pattern with runs of either); every third record's token refused.
+        let pattern = [0, 1, 1, 0, 1, 0, 0, 1]
+        let count = 48
+        let refused = Set((0..<count).filter { $0 % 3 == 1 })
+        var simulatorConfiguration = SimulatorConfiguration.testPKI
+        simulatorConfiguration.recordInMemory = true
+        simulatorConfiguration.invalidTokens = Set(try refused.map { try DeviceToken(hex: token($0)).bytes })
+        let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: quiet)
+        let addresses = try await simulator.start()
+        let apps = ["com.example.a", "com.example.b"]
+        let producer = try KafkaProducer(properties: properties, logger: quiet)
+        let pipeline = try Pipeline(
+            configuration: PipelineConfiguration(
+                deliveryErrorTopic: "notification-errors",
+                endpoints: apps.map { .testBinary(gatewayPort: addresses.gatewayPort, feedbackPort: addresses.feedbackPort, app: $0) }),
+            producer: producer, delivery: DeliveryConfiguration(), logger: quiet,
+            wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
+
+        var batch: [KafkaRecord] = []
+        var expected: [String: (token: String, offset: Int64)] = [:]
+        for i in 0..<count {
+            let app = apps[pattern[i % pattern.count]]
+            let value = #"{"id":"r\#(i)","app":"\#(app)","token":"\#(token(i))","payload":{"aps":{"alert":"n"}}}"#
+            batch.append(KafkaRecord(
+                topic: "notifications", partition: 0, offset: Int64(500 + i), timestamp: -1, key: nil, value: Array(value.utf8)))
+            if refused.contains(i) { expected["r\(i)"] = (token(i), Int64(500 + i)) }
+        }
+
+        let accepted = await Self.settleOnePoll(batch, pipeline: pipeline, producer: producer)
+        #expect(accepted == count - refused.count)
+        await simulator.stop()
+
+        let errors = try await KafkaReplayReader(properties: properties, topic: "notification-errors", start: .earliest).readAll()
+        #expect(errors.count == refused.count)
+        for record in errors {
+            let e = try JSONValue(parsing: record.value)
+            let id = e["event_id"]?.stringValue ?? "?"
+            #expect(e["reason"]?.stringValue == "invalid_token", "\(id)")
+            #expect(e["token"]?.stringValue == expected[id]?.token, "\(id) names token \(e["token"]?.stringValue ?? "none")")
+            #expect(e["source"]?["offset"]?.integerValue == expected[id]?.offset, "\(id)")
+        }
+    }
+
+    /// Puts `batch` through `pipeline` as one poll, waits until all of it is settled, then stops both; returns how
+    /// many notifications were accepted.
+    static func settleOnePoll(_ batch: [KafkaRecord], pipeline: Pipeline, producer: KafkaProducer) async -> Int {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await producer.run() }
+            let (records, continuation) = AsyncStream.makeStream(of: [KafkaRecord].self)
+            continuation.yield(batch)
+            continuation.finish()
+            try? await pipeline.run(records: records)
+            #expect(await pipeline.drain(timeout: .seconds(30)))
+            let accepted = pipeline.snapshot.accepted
+            _ = await pipeline.stop()
+            producer.stop()
+            return accepted
         }
     }
 }

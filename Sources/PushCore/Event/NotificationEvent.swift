@@ -97,8 +97,9 @@ public struct NotificationEvent: Hashable, Sendable {
     /// `alert` (SPEC section 9).
     public var resolvedPushType: PushType { pushType ?? (contentAvailableOnly ? .background : .alert) }
 
-    /// The notification to put on the wire, with its identifier and resolved expiration.
-    public func notification(identifier: UInt32, recordTimestamp: Int64, defaultTTL: Int64) -> PushNotification {
+    /// The notification to put on the wire, with its identifier and resolved expiration. Consuming: the token and
+    /// payload move into it (an event used afterwards is copied first).
+    public consuming func notification(identifier: UInt32, recordTimestamp: Int64, defaultTTL: Int64) -> PushNotification {
         PushNotification(
             token: token, payload: payload, identifier: identifier,
             expiration: expiration.resolved(recordTimestamp: recordTimestamp, defaultTTL: defaultTTL),
