@@ -12,17 +12,13 @@ import Testing
 /// names its own record.
 @Suite struct ErrorSourceTests {
     @Test(.timeLimit(.minutes(1))) func eachErrorEventNamesItsRecordInABatchOfSeveralPartitions() async throws {
-        var quiet = Logger(label: "test")
-        quiet.logLevel = .critical
-        let cluster = try KafkaMockCluster()
-        try cluster.createTopic("notification-errors", partitions: 1)
-        let properties = ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"]
-        let producer = try KafkaProducer(properties: properties, logger: quiet)
+        let kafka = try ErrorTopicCluster()
+        let producer = try KafkaProducer(properties: kafka.properties, logger: kafka.quiet)
         // Nothing listens on port 1; no record here gets as far as the gateway.
         let pipeline = try Pipeline(
             configuration: PipelineConfiguration(
                 deliveryErrorTopic: "notification-errors", endpoints: [.testBinary(gatewayPort: 1, feedbackPort: 1)]),
-            producer: producer, delivery: DeliveryConfiguration(), logger: quiet,
+            producer: producer, delivery: DeliveryConfiguration(), logger: kafka.quiet,
             wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
 
         // One batch: runs of two records of partitions 0, 1, 2, 0, 1, 2, each record an error (an unknown app, or
@@ -42,10 +38,9 @@ import Testing
 
         _ = await Self.settleOnePoll(batch, pipeline: pipeline, producer: producer)
 
-        let errors = try await KafkaReplayReader(properties: properties, topic: "notification-errors", start: .earliest).readAll()
+        let errors = try await kafka.errorEvents()
         var named: [String: (partition: Int64, offset: Int64)] = [:]
-        for record in errors {
-            let e = try JSONValue(parsing: record.value)
+        for e in errors {
             #expect(e["source"]?["topic"]?.stringValue == "notifications")
             named[e["event_id"]?.stringValue ?? "?"] = (e["source"]?["partition"]?.integerValue ?? -1, e["source"]?["offset"]?.integerValue ?? -1)
         }
@@ -60,11 +55,7 @@ import Testing
     /// `invalid_token` event pairs its record's id and offset with the token that record carried (each app's
     /// deliveries are made apart, in record order, and given their records' tickets in place).
     @Test(.timeLimit(.minutes(1))) func eachErrorEventNamesItsRecordWhenAppsInterleaveInABatch() async throws {
-        var quiet = Logger(label: "test")
-        quiet.logLevel = .critical
-        let cluster = try KafkaMockCluster()
-        try cluster.createTopic("notification-errors", partitions: 1)
-        let properties = ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"]
+        let kafka = try ErrorTopicCluster()
         func token(_ i: Int) -> String { String(format: "%064x", 0xA11CE000 + i) }
         // Apps a, b, b, a, b, a, a, b, ... (a pattern with runs of either); every third record's token refused.
         let pattern = [0, 1, 1, 0, 1, 0, 0, 1]
@@ -73,15 +64,15 @@ import Testing
         var simulatorConfiguration = SimulatorConfiguration.testPKI
         simulatorConfiguration.recordInMemory = true
         simulatorConfiguration.invalidTokens = Set(try refused.map { try DeviceToken(hex: token($0)).bytes })
-        let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: quiet)
+        let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: kafka.quiet)
         let addresses = try await simulator.start()
         let apps = ["com.example.a", "com.example.b"]
-        let producer = try KafkaProducer(properties: properties, logger: quiet)
+        let producer = try KafkaProducer(properties: kafka.properties, logger: kafka.quiet)
         let pipeline = try Pipeline(
             configuration: PipelineConfiguration(
                 deliveryErrorTopic: "notification-errors",
                 endpoints: apps.map { .testBinary(gatewayPort: addresses.gatewayPort, feedbackPort: addresses.feedbackPort, app: $0) }),
-            producer: producer, delivery: DeliveryConfiguration(), logger: quiet,
+            producer: producer, delivery: DeliveryConfiguration(), logger: kafka.quiet,
             wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
 
         var batch: [KafkaRecord] = []
@@ -98,10 +89,9 @@ import Testing
         #expect(accepted == count - refused.count)
         await simulator.stop()
 
-        let errors = try await KafkaReplayReader(properties: properties, topic: "notification-errors", start: .earliest).readAll()
+        let errors = try await kafka.errorEvents()
         #expect(errors.count == refused.count)
-        for record in errors {
-            let e = try JSONValue(parsing: record.value)
+        for e in errors {
             let id = e["event_id"]?.stringValue ?? "?"
             #expect(e["reason"]?.stringValue == "invalid_token", "\(id)")
             #expect(e["token"]?.stringValue == expected[id]?.token, "\(id) names token \(e["token"]?.stringValue ?? "none")")
@@ -124,5 +114,27 @@ import Testing
             producer.stop()
             return accepted
         }
+    }
+}
+
+/// A mock cluster with the delivery-error topic, the client properties for it, and a logger that stays quiet.
+private struct ErrorTopicCluster {
+    let quiet: Logger
+    let properties: [String: String]
+    private let cluster: KafkaMockCluster
+
+    init() throws {
+        var quiet = Logger(label: "test")
+        quiet.logLevel = .critical
+        self.quiet = quiet
+        cluster = try KafkaMockCluster()
+        try cluster.createTopic("notification-errors", partitions: 1)
+        properties = ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"]
+    }
+
+    /// Every delivery-error event produced so far, parsed.
+    func errorEvents() async throws -> [JSONValue] {
+        try await KafkaReplayReader(properties: properties, topic: "notification-errors", start: .earliest).readAll()
+            .map { try JSONValue(parsing: $0.value) }
     }
 }
