@@ -103,6 +103,11 @@ final class FrameBlock: ManagedBuffer<Int, UInt8> {
     static func room(for notification: PushNotification, format: NotificationFormat) -> Int {
         headerSize + notification.encodedSize(format)
     }
+
+    /// The bytes a notification with a token and a payload of these sizes takes in a block in `format`.
+    static func room(tokenCount: Int, payloadCount: Int, format: NotificationFormat) -> Int {
+        headerSize + PushNotification.encodedSize(format, tokenCount: tokenCount, payloadCount: payloadCount)
+    }
 }
 
 /// Fills one ``FrameBlock`` of a known size with frames and makes the deliveries that hold them.
@@ -127,17 +132,37 @@ public struct FrameBlockWriter {
         FrameBlock.room(for: notification, format: format)
     }
 
+    /// The bytes a notification with a token and a payload of these sizes takes in a block.
+    public static func room(tokenCount: Int, payloadCount: Int, format: NotificationFormat) -> Int {
+        FrameBlock.room(tokenCount: tokenCount, payloadCount: payloadCount, format: format)
+    }
+
     /// Whether `room` more bytes fit.
     public func fits(_ room: Int) -> Bool { used + room <= capacity }
 
     /// Encodes `notification` in `format`, its identifier 0 (written in at each send), into the block, and returns the
     /// delivery of it.
     public mutating func delivery(ticket: DeliveryTicket, _ notification: PushNotification, format: NotificationFormat) -> Delivery {
-        let size = notification.encodedSize(format)
+        notification.token.bytes.withUnsafeBytes { token in
+            notification.payload.withUnsafeBytes { payload in
+                delivery(
+                    ticket: ticket, token: token, payload: payload, expiration: notification.expiration,
+                    priority: notification.priority, format: format)
+            }
+        }
+    }
+
+    /// Encodes the notification with this token and payload (where they already are: the pipeline's staged bytes)
+    /// in `format`, its identifier 0 (written in at each send), into the block, and returns the delivery of it.
+    public mutating func delivery(
+        ticket: DeliveryTicket, token: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, expiration: UInt32,
+        priority: Priority, format: NotificationFormat
+    ) -> Delivery {
+        let size = PushNotification.encodedSize(format, tokenCount: token.count, payloadCount: payload.count)
         precondition(used + FrameBlock.headerSize + size <= capacity, "a frame block written past the room it was made with")
         // 0: the format carries no identifier (as in `Delivery.write`).
         let identifierOffset = switch format {
-        case .frame: 5 + 3 + notification.token.bytes.count + 3 + notification.payload.count + 3
+        case .frame: 5 + 3 + token.count + 3 + payload.count + 3
         case .enhanced: 1
         case .simple: 0
         }
@@ -145,13 +170,12 @@ public struct FrameBlockWriter {
         block.withUnsafeMutablePointerToElements { base in
             let at = UnsafeMutableRawPointer(base + start)
             at.storeBytes(
-                of: FrameBlock.Header(count: UInt16(size), identifierOffset: UInt16(identifierOffset), expiration: notification.expiration),
+                of: FrameBlock.Header(count: UInt16(size), identifierOffset: UInt16(identifierOffset), expiration: expiration),
                 as: FrameBlock.Header.self)
             let frame = at + FrameBlock.headerSize
-            _ = NotificationEncoder.encode(notification, format: format, into: UnsafeMutableRawBufferPointer(start: frame, count: size))
-            // Written with the notification's identifier, then 0 in its place: a copy with the field changed would
-            // retain the token and payload for nothing.
-            if identifierOffset != 0 { frame.storeBytes(of: UInt32(0), toByteOffset: identifierOffset, as: UInt32.self) }
+            _ = NotificationEncoder.encode(
+                token: token, payload: payload, identifier: 0, expiration: expiration, priority: priority, format: format,
+                into: UnsafeMutableRawBufferPointer(start: frame, count: size))
         }
         used += FrameBlock.headerSize + size
         return Delivery(ticket: ticket, frame: FrameReference(block: block, offset: UInt32(start)))

@@ -181,6 +181,10 @@ public final class Pipeline: RecordSink {
     /// Outcome batches resolved in the ledger whose output events are still being built (on NIO's thread pool,
     /// off the event loops that report outcomes).
     private let outputsPending = Atomic<Int>(0)
+    /// The poll thread's buffer for a poll's tokens and payloads (``DecodedBatch/staging``), kept between polls: a
+    /// poll's worth is larger than glibc's mmap threshold, and a new one per poll would be mapped and faulted in
+    /// afresh. Taken and given back once per poll.
+    private let stagingBuffer = Mutex<[UInt8]>([])
 
     public init(
         configuration: PipelineConfiguration, producer: KafkaProducer, delivery: DeliveryConfiguration,
@@ -285,7 +289,13 @@ public final class Pipeline: RecordSink {
     // MARK: RecordSink (the consumer's poll thread)
 
     public func consume(_ batch: PolledBatch) {
-        var decoded = DecodedBatch(now: wallClock(), capacity: batch.count)
+        var staging = stagingBuffer.withLock { buffer in
+            var taken = [UInt8]()
+            swap(&taken, &buffer)
+            return taken
+        }
+        staging.removeAll(keepingCapacity: true)
+        var decoded = DecodedBatch(now: wallClock(), capacity: batch.count, staging: staging)
         var run: (handle: UnsafeRawPointer, partition: Int32)?
         for i in 0..<batch.count {
             let r = batch[i]
@@ -296,6 +306,7 @@ public final class Pipeline: RecordSink {
             decoded.add(offset: r.offset, timestamp: r.timestamp, value: r.value, self)
         }
         let admitted = admit(decoded)
+        stagingBuffer.withLock { $0 = decoded.takeStaging() }
         for (index, deliveries) in admitted.binary.enumerated() where !deliveries.isEmpty {
             engine.enqueue(deliveries, to: endpointKeys[index])
         }
@@ -331,7 +342,7 @@ public final class Pipeline: RecordSink {
     /// times a delivery's size, which every element of a batch would otherwise take).
     fileprivate enum Decoded {
         /// Encoded once the batch is decoded: the batch's frames for one endpoint go into one block.
-        case deliver(HeldEvent, PushNotification)
+        case deliver(HeldEvent, StagedFrame)
         case deliverHTTP2(HeldEvent, HTTP2Delivery)
         indirect case reject(DeliveryErrorEvent)
     }
@@ -339,6 +350,14 @@ public final class Pipeline: RecordSink {
     /// A poll's records, decoded outside the ledger's lock. What a record became is kept apart from the notification,
     /// request or error event it carries, each kind in an array of its own in record order, so that admitting and
     /// encoding read them where they are: an element copied out retains its token, payload and strings.
+    /// A binary notification whose token and payload are in the batch's staging buffer, with its frame's other items.
+    fileprivate struct StagedFrame {
+        let token: Range<Int>
+        let payload: Range<Int>
+        let expiration: UInt32
+        let priority: Priority
+    }
+
     fileprivate struct DecodedBatch {
         /// What became of one record (its notification, request or error event is the next of its kind).
         enum Kind {
@@ -351,7 +370,7 @@ public final class Pipeline: RecordSink {
         struct PendingFrame {
             let endpoint: Int
             let room: Int
-            let notification: PushNotification
+            let frame: StagedFrame
         }
 
         /// Consecutive records of one partition: `start` is the first one's index.
@@ -366,11 +385,21 @@ public final class Pipeline: RecordSink {
         private(set) var frames: [PendingFrame] = []
         private(set) var requests: [HTTP2Delivery] = []
         private(set) var rejects: [DeliveryErrorEvent] = []
+        /// The tokens' and payloads' bytes of `frames`, one after the other: no arrays of their own per record.
+        private(set) var staging: [UInt8]
 
-        init(now: Int64, capacity: Int) {
+        init(now: Int64, capacity: Int, staging: [UInt8] = []) {
             self.now = now
+            self.staging = staging
             records.reserveCapacity(capacity)
             frames.reserveCapacity(capacity)
+        }
+
+        /// The staging buffer, for the next poll.
+        mutating func takeStaging() -> [UInt8] {
+            var taken = [UInt8]()
+            swap(&taken, &staging)
+            return taken
         }
 
         /// The records of `runs[run]`.
@@ -385,14 +414,15 @@ public final class Pipeline: RecordSink {
 
         /// Decodes one record of the current run.
         mutating func add(offset: Int64, timestamp: Int64, value: UnsafeRawBufferPointer, _ pipeline: Pipeline) {
-            let decoded = pipeline.decode(value, timestamp: timestamp, now: now) {
-                let partition = runs[runs.count - 1].partition
-                return RecordSource(topic: partition.topic, partition: partition.partition, offset: offset)
+            let partition = runs[runs.count - 1].partition
+            let decoded = pipeline.decode(value, timestamp: timestamp, now: now, staging: &staging) {
+                RecordSource(topic: partition.topic, partition: partition.partition, offset: offset)
             }
             switch consume decoded {
-            case .deliver(let held, let notification):
-                let room = FrameBlockWriter.room(for: notification, format: pipeline.endpointFormats[held.endpoint])
-                frames.append(PendingFrame(endpoint: held.endpoint, room: room, notification: notification))
+            case .deliver(let held, let frame):
+                let room = FrameBlockWriter.room(
+                    tokenCount: frame.token.count, payloadCount: frame.payload.count, format: pipeline.endpointFormats[held.endpoint])
+                frames.append(PendingFrame(endpoint: held.endpoint, room: room, frame: frame))
                 records.append((offset, .deliver(held)))
             case .deliverHTTP2(let held, let delivery):
                 requests.append(delivery)
@@ -404,10 +434,13 @@ public final class Pipeline: RecordSink {
         }
     }
 
-    /// Decodes and validates one record and encodes its notification; `source` is asked for only for an error event.
-    fileprivate func decode(_ value: UnsafeRawBufferPointer, timestamp: Int64, now: Int64, source: () -> RecordSource) -> Decoded {
+    /// Decodes and validates one record; a binary notification's token and payload go to `staging` (nothing is left
+    /// there for any other outcome). `source` is asked for only for an error event.
+    fileprivate func decode(
+        _ value: UnsafeRawBufferPointer, timestamp: Int64, now: Int64, staging: inout [UInt8], source: () -> RecordSource
+    ) -> Decoded {
         // Validation against the frame limit first; the app's own format limit is applied once the app is known.
-        switch frameDecoder.decode(value) {
+        switch frameDecoder.decode(value, staging: &staging) {
         case .failure(let rejection):
             // An HTTP/2 app has limits of its own (4096 or 5120 bytes, priority 1): its events are judged by them.
             if let app = rejection.app,
@@ -420,25 +453,40 @@ public final class Pipeline: RecordSink {
         case .success(var event):
             guard let index = directory.index(app: event.app, environment: event.environment) else {
                 let env = event.environment.map { " (\($0.rawValue))" } ?? ""
+                let failed = event.event(in: staging)
+                staging.removeSubrange(event.staged)
                 return .reject(DeliveryErrorEvent(
-                    failed: event, reason: .unknownApp, status: nil, detail: "no configuration for app \(event.app)\(env)",
+                    failed: failed, reason: .unknownApp, status: nil, detail: "no configuration for app \(event.app)\(env)",
                     attempts: 0, source: source(), occurredAt: now))
             }
             if http2Apps[index] != nil {
+                staging.removeSubrange(event.staged)
                 return decodeHTTP2(value, endpoint: index, timestamp: timestamp, now: now, source: source)
             }
             if let legacy = legacyDecoders[index] {
-                switch legacy.decode(value) {
+                staging.removeSubrange(event.staged)
+                switch legacy.decode(value, staging: &staging) {
                 case .failure(let rejection):
                     return rejected(rejection, value, endpoint: index, now: now, source: source)
                 case .success(let legacy): event = legacy
                 }
             }
             var held = HeldEvent(id: event.id, endpoint: index, timestamp: timestamp)
-            if let suppressed = checkSuppression(event, endpoint: index, held: &held, now: now, source: source) { return suppressed }
+            if suppression != nil {
+                let staged = event, bytes = staging
+                let suppressed = checkSuppression(
+                    app: event.app, token: event.deviceToken(in: staging), registeredAt: event.tokenRegisteredAt,
+                    endpoint: index, held: &held, now: now, source: source, failed: { staged.event(in: bytes) })
+                if let suppressed {
+                    staging.removeSubrange(event.staged)
+                    return suppressed
+                }
+            }
             let recordSeconds = timestamp >= 0 ? timestamp / 1000 : now / 1000
-            let notification = (consume event).notification(identifier: 0, recordTimestamp: recordSeconds, defaultTTL: configuration.defaultTTLSeconds)
-            return .deliver(held, notification)
+            return .deliver(held, StagedFrame(
+                token: event.token, payload: event.payload,
+                expiration: event.expiration.resolved(recordTimestamp: recordSeconds, defaultTTL: configuration.defaultTTLSeconds),
+                priority: event.priority))
         }
     }
 
@@ -451,7 +499,13 @@ public final class Pipeline: RecordSink {
             return rejected(rejection, value, endpoint: index, now: now, source: source)
         case .success(let event):
             var held = HeldEvent(id: event.id, endpoint: index, timestamp: timestamp)
-            if let suppressed = checkSuppression(event, endpoint: index, held: &held, now: now, source: source) { return suppressed }
+            if suppression != nil,
+                let suppressed = checkSuppression(
+                    app: event.app, token: event.token, registeredAt: event.tokenRegisteredAt, endpoint: index, held: &held,
+                    now: now, source: source, failed: { event })
+            {
+                return suppressed
+            }
             let recordSeconds = timestamp >= 0 ? timestamp / 1000 : now / 1000
             do {
                 let request = try APNsRequest(
@@ -467,12 +521,14 @@ public final class Pipeline: RecordSink {
 
     /// SPEC section 10: an event to a suppressed token ends as `token_suppressed`, unless its `token_registered_at`
     /// is later than the invalidation: then it goes out and, once accepted, lifts the suppression.
+    /// `failed` gives the event for the error event, when there is one.
     private func checkSuppression(
-        _ event: NotificationEvent, endpoint index: Int, held: inout HeldEvent, now: Int64, source: () -> RecordSource
+        app: String, token: DeviceToken, registeredAt: Int64?, endpoint index: Int, held: inout HeldEvent, now: Int64,
+        source: () -> RecordSource, failed: () -> NotificationEvent
     ) -> Decoded? {
         guard let suppression else { return nil }
         let environment = endpointKeys[index].environment
-        switch suppression.verdict(SuppressionKey(app: event.app, environment: environment, token: event.token), registeredAt: event.tokenRegisteredAt) {
+        switch suppression.verdict(SuppressionKey(app: app, environment: environment, token: token), registeredAt: registeredAt) {
         case .send:
             return nil
         case .sendAndLift:
@@ -480,7 +536,7 @@ public final class Pipeline: RecordSink {
             return nil
         case .suppressed(let invalidatedAt, let reason):
             suppressedCounters[index].increment()
-            var failed = event
+            var failed = failed()
             failed.environment = environment
             return .reject(DeliveryErrorEvent(
                 failed: failed, reason: .tokenSuppressed, status: nil,
@@ -599,20 +655,25 @@ public final class Pipeline: RecordSink {
         // optional would copy it out and back, retaining and releasing its block for every frame.
         var current = -1
         var writer: FrameBlockWriter?
-        for i in batch.frames.indices {
-            let endpoint = batch.frames[i].endpoint
-            if endpoint != current {
-                if current >= 0 { writers[current] = writer.take() }
-                writer = writers[endpoint].take()
-                current = endpoint
+        batch.staging.withUnsafeBytes { staging in
+            for i in batch.frames.indices {
+                let endpoint = batch.frames[i].endpoint
+                if endpoint != current {
+                    if current >= 0 { writers[current] = writer.take() }
+                    writer = writers[endpoint].take()
+                    current = endpoint
+                }
+                let room = batch.frames[i].room
+                if !(writer?.fits(room) ?? false) {
+                    writer = FrameBlockWriter(capacity: max(room, min(remaining[endpoint], FrameBlockWriter.blockCapacity)))
+                }
+                remaining[endpoint] -= room
+                let frame = batch.frames[i].frame
+                byEndpoint[endpoint].append(writer!.delivery(
+                    ticket: DeliveryTicket(0), token: UnsafeRawBufferPointer(rebasing: staging[frame.token]),
+                    payload: UnsafeRawBufferPointer(rebasing: staging[frame.payload]), expiration: frame.expiration,
+                    priority: frame.priority, format: endpointFormats[endpoint]))
             }
-            let room = batch.frames[i].room
-            if !(writer?.fits(room) ?? false) {
-                writer = FrameBlockWriter(capacity: max(room, min(remaining[endpoint], FrameBlockWriter.blockCapacity)))
-            }
-            remaining[endpoint] -= room
-            byEndpoint[endpoint].append(writer!.delivery(
-                ticket: DeliveryTicket(0), batch.frames[i].notification, format: endpointFormats[endpoint]))
         }
         return byEndpoint
     }

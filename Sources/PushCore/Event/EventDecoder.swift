@@ -59,6 +59,58 @@ public struct EventDecoder: Sendable {
         }
         return scan.finish(payloadLimit: payloadLimit, carriesPriority: carriesPriority, http2: usesHTTP2Rules)
     }
+
+    /// Decodes and validates as ``decode(_:)-(UnsafeRawBufferPointer)`` does, with the same verdicts, but appends the
+    /// token's bytes and then the payload's to `staging` instead of giving them arrays of their own (on a rejection
+    /// `staging` is left as it was). The worker stages a poll's notifications in one buffer and encodes their frames
+    /// from there.
+    public func decode(_ bytes: UnsafeRawBufferPointer, staging: inout [UInt8]) -> Result<StagedNotification, EventRejection> {
+        var scan = EventScan(reader: JSONReader(bytes))
+        do {
+            try scan.readEvent()
+        } catch {
+            return .failure(scan.rejection(.malformedEvent(error.description)))
+        }
+        return scan.finish(payloadLimit: payloadLimit, carriesPriority: carriesPriority, http2: usesHTTP2Rules, staging: &staging)
+    }
+}
+
+/// A notification event that passed validation, its token and payload bytes in a caller's buffer
+/// (``EventDecoder/decode(_:staging:)``): a ``NotificationEvent`` without arrays of its own.
+public struct StagedNotification: Sendable {
+    public var id: String
+    public var app: String
+    public var environment: APNsEnvironment?
+    /// Where the token's bytes are in the buffer.
+    public var token: Range<Int>
+    /// Where the payload's bytes are, right after the token's.
+    public var payload: Range<Int>
+    public var expiration: Expiration
+    public var priority: Priority
+    public var alertTruncated: Bool
+    public var pushType: PushType?
+    public var collapseID: String?
+    public var apnsID: APNsID?
+    public var contentAvailableOnly: Bool
+    public var tokenRegisteredAt: Int64?
+
+    /// The bytes it took in the buffer.
+    public var staged: Range<Int> { token.lowerBound..<payload.upperBound }
+
+    /// Its device token, copied out of `staging`.
+    public func deviceToken(in staging: [UInt8]) -> DeviceToken {
+        // Staged from a token that parsed.
+        try! DeviceToken(bytes: Array(staging[token]))
+    }
+
+    /// The event with its token and payload copied out of `staging` (for an error event).
+    public func event(in staging: [UInt8]) -> NotificationEvent {
+        NotificationEvent(
+            id: id, app: app, environment: environment, token: deviceToken(in: staging), payload: Array(staging[payload]),
+            expiration: expiration, priority: priority, alertTruncated: alertTruncated, pushType: pushType,
+            collapseID: collapseID, apnsID: apnsID, contentAvailableOnly: contentAvailableOnly,
+            tokenRegisteredAt: tokenRegisteredAt)
+    }
 }
 
 /// A key the decoder interprets, matched against a key token's bytes.
@@ -575,47 +627,123 @@ private struct EventScan {
         } catch {
             return .failure(rejection(.invalidTokenFormat(error.description)))
         }
-        if let payloadProblem { return .failure(rejection(.invalidPayload(payloadProblem), token: token)) }
-        if let priorityProblem { return .failure(rejection(.invalidPriority(priorityProblem), token: token)) }
-        if priority == .lowest && !http2 {
-            return .failure(rejection(.invalidPriority("priority 1 is only for apps on the http2 transport"), token: token))
+        if let problem = problem(carriesPriority: carriesPriority, http2: http2) {
+            return .failure(rejection(problem, token: token))
         }
-        let contentAvailableOnly = apsKeyCount == 1 && apsHasContentAvailable
-        let background = pushType == .background || (pushType == nil && contentAvailableOnly)
-        if http2 && background && priority == .immediate {
-            return .failure(rejection(.invalidPriority("priority 10 is not allowed with push type background"), token: token))
-        }
-        if contentAvailableOnly && priority == .immediate {
-            return .failure(rejection(
-                .invalidPriority("priority 10 is not allowed when 'aps' holds only 'content-available'"), token: token))
-        }
-        if contentAvailableOnly && !carriesPriority {
-            return .failure(rejection(
-                .invalidPriority(
-                    "the app's legacy format carries no priority and the gateway takes it as 10, which is not allowed when 'aps' holds only 'content-available'"),
-                token: token))
-        }
-        let payloadLimit = http2 ? (pushType ?? .alert).maxPayloadSize : payloadLimit
+        let payloadLimit = limit(payloadLimit, http2: http2)
         var payload = compactPayload()
         var truncated = false
         if payload.count > payloadLimit {
-            guard truncateAlert, let alertText,
-                let shortened = PayloadTruncation.truncate(
-                    reader: reader, payloadStart: payloadStart, payloadEnd: payloadEnd, alert: alertText,
-                    limit: payloadLimit)
-            else {
-                let hint = truncateAlert ? " and no alert text can be shortened enough" : ""
-                return .failure(rejection(
-                    .payloadTooLarge("payload is \(payload.count) bytes, more than \(payloadLimit)\(hint)"), token: token))
+            switch shortened(payload.count, limit: payloadLimit) {
+            case .success(let shortened): payload = shortened
+            case .failure(let error): return .failure(rejection(error, token: token))
             }
-            payload = shortened
             truncated = true
         }
         return .success(NotificationEvent(
             id: id!, app: app!, environment: environment, token: token, payload: payload, expiration: expiration,
-            priority: priority ?? (contentAvailableOnly || (http2 && background) ? .conservePower : .immediate),
-            alertTruncated: truncated, pushType: pushType, collapseID: collapseID, apnsID: apnsID,
-            contentAvailableOnly: contentAvailableOnly, tokenRegisteredAt: tokenRegisteredAt))
+            priority: resolvedPriority(http2: http2), alertTruncated: truncated, pushType: pushType, collapseID: collapseID,
+            apnsID: apnsID, contentAvailableOnly: contentAvailableOnly, tokenRegisteredAt: tokenRegisteredAt))
+    }
+
+    /// ``finish(payloadLimit:carriesPriority:http2:)`` with the token's and the payload's bytes appended to `staging`
+    /// (left as it was on a rejection).
+    func finish(
+        payloadLimit: Int, carriesPriority: Bool, http2: Bool, staging: inout [UInt8]
+    ) -> Result<StagedNotification, EventRejection> {
+        if let fieldProblem { return .failure(rejection(.malformedEvent(fieldProblem.text))) }
+        let start = staging.count
+        do {
+            try appendToken(to: &staging)
+        } catch {
+            return .failure(rejection(.invalidTokenFormat(error.description)))
+        }
+        let tokenEnd = staging.count
+        func refuse(_ error: EventError, _ staging: inout [UInt8]) -> Result<StagedNotification, EventRejection> {
+            let token = try! DeviceToken(bytes: Array(staging[start..<tokenEnd]))  // it parsed
+            staging.removeSubrange(start...)
+            return .failure(rejection(error, token: token))
+        }
+        if let problem = problem(carriesPriority: carriesPriority, http2: http2) { return refuse(problem, &staging) }
+        let payloadLimit = limit(payloadLimit, http2: http2)
+        if payloadHasWhitespace {
+            JSONCompaction.append(reader.bytes, from: payloadStart, to: payloadEnd, into: &staging)
+        } else {
+            staging.append(contentsOf: reader.bytes[payloadStart..<payloadEnd])
+        }
+        var truncated = false
+        if staging.count - tokenEnd > payloadLimit {
+            switch shortened(staging.count - tokenEnd, limit: payloadLimit) {
+            case .success(let shortened):
+                staging.removeSubrange(tokenEnd...)
+                staging.append(contentsOf: shortened)
+            case .failure(let error): return refuse(error, &staging)
+            }
+            truncated = true
+        }
+        return .success(StagedNotification(
+            id: id!, app: app!, environment: environment, token: start..<tokenEnd, payload: tokenEnd..<staging.count,
+            expiration: expiration, priority: resolvedPriority(http2: http2), alertTruncated: truncated, pushType: pushType,
+            collapseID: collapseID, apnsID: apnsID, contentAvailableOnly: contentAvailableOnly,
+            tokenRegisteredAt: tokenRegisteredAt))
+    }
+
+    /// Whether the payload's `aps` holds only `content-available` (a background notification).
+    private var contentAvailableOnly: Bool { apsKeyCount == 1 && apsHasContentAvailable }
+
+    /// Whether it is a background notification: its push type says so, or it names none and is content-available only.
+    private var isBackground: Bool { pushType == .background || (pushType == nil && contentAvailableOnly) }
+
+    /// The priority sent: the event's, else 5 for a background notification, else 10.
+    private func resolvedPriority(http2: Bool) -> Priority {
+        priority ?? (contentAvailableOnly || (http2 && isBackground) ? .conservePower : .immediate)
+    }
+
+    /// The payload limit: the format's, or on HTTP/2 the push type's.
+    private func limit(_ formatLimit: Int, http2: Bool) -> Int {
+        http2 ? (pushType ?? .alert).maxPayloadSize : formatLimit
+    }
+
+    /// The first problem of the payload and the priority, once the fields and the token passed.
+    private func problem(carriesPriority: Bool, http2: Bool) -> EventError? {
+        if let payloadProblem { return .invalidPayload(payloadProblem) }
+        if let priorityProblem { return .invalidPriority(priorityProblem) }
+        if priority == .lowest && !http2 {
+            return .invalidPriority("priority 1 is only for apps on the http2 transport")
+        }
+        if http2 && isBackground && priority == .immediate {
+            return .invalidPriority("priority 10 is not allowed with push type background")
+        }
+        if contentAvailableOnly && priority == .immediate {
+            return .invalidPriority("priority 10 is not allowed when 'aps' holds only 'content-available'")
+        }
+        if contentAvailableOnly && !carriesPriority {
+            return .invalidPriority(
+                "the app's legacy format carries no priority and the gateway takes it as 10, which is not allowed when 'aps' holds only 'content-available'")
+        }
+        return nil
+    }
+
+    /// A payload of `count` bytes (compacted) over `limit`: shortened by truncating the alert text when the event
+    /// asks for it and that is enough, else why not.
+    private func shortened(_ count: Int, limit: Int) -> Result<[UInt8], EventError> {
+        guard truncateAlert, let alertText,
+            let shortened = PayloadTruncation.truncate(
+                reader: reader, payloadStart: payloadStart, payloadEnd: payloadEnd, alert: alertText, limit: limit)
+        else {
+            let hint = truncateAlert ? " and no alert text can be shortened enough" : ""
+            return .failure(.payloadTooLarge("payload is \(count) bytes, more than \(limit)\(hint)"))
+        }
+        return .success(shortened)
+    }
+
+    private func appendToken(to staging: inout [UInt8]) throws(DeviceTokenError) {
+        let t = tokenString!
+        if t.hasEscapes {
+            staging.append(contentsOf: try DeviceToken(hex: reader.string(t)).bytes)
+        } else {
+            try DeviceToken.appendHex(UnsafeRawBufferPointer(rebasing: reader.bytes[t.start..<t.end]), to: &staging)
+        }
     }
 
     private func parseToken() throws(DeviceTokenError) -> DeviceToken {

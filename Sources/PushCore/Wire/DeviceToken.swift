@@ -23,13 +23,40 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
 
     /// Parses a hex token from its UTF-8 bytes.
     public init(hexUTF8 text: UnsafeRawBufferPointer) throws(DeviceTokenError) {
+        let digits = try Self.digits(of: text)
+        // Decoded on the stack, then copied into the token's array: an array made with uninitialized capacity looks
+        // its storage type up in the runtime's metadata cache on every call (about 2% of the worker's CPU by profile).
+        let (bytes, failure) = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(1, digits.count / 2)) { out in
+            switch Self.decodeDigits(text, digits, into: out) {
+            case .success(let count): ([UInt8](out[..<count]), DeviceTokenError?.none)
+            case .failure(let failure): ([UInt8](), failure)
+            }
+        }
+        if let failure { throw failure }
+        try self.init(bytes: bytes)
+    }
+
+    /// Parses a hex token from its UTF-8 bytes and appends its bytes to `out` (nothing when it does not parse):
+    /// the checks of ``init(hexUTF8:)`` without an array of its own.
+    public static func appendHex(_ text: UnsafeRawBufferPointer, to out: inout [UInt8]) throws(DeviceTokenError) {
+        let digits = try digits(of: text)
+        let result = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(1, digits.count / 2)) { buffer in
+            decodeDigits(text, digits, into: buffer).map { count in
+                if count > 0 && count <= NotificationFormat.maxTokenSize { out.append(contentsOf: buffer[..<count]) }
+                return count
+            }
+        }
+        let count = try result.get()
+        guard count > 0 else { throw .empty }
+        guard count <= NotificationFormat.maxTokenSize else { throw .tooLong(bytes: count) }
+    }
+
+    /// Where the digits are: spaces trimmed and one surrounding pair of `<` `>` taken off.
+    private static func digits(of text: UnsafeRawBufferPointer) throws(DeviceTokenError) -> Range<Int> {
         var lower = 0
         var upper = text.count
-        @inline(__always) func trimSpaces() {
-            while lower < upper, text[lower] == 0x20 { lower += 1 }
-            while upper > lower, text[upper - 1] == 0x20 { upper -= 1 }
-        }
-        trimSpaces()
+        while lower < upper, text[lower] == 0x20 { lower += 1 }
+        while upper > lower, text[upper - 1] == 0x20 { upper -= 1 }
         if lower < upper, text[lower] == UInt8(ascii: "<") {
             guard text[upper - 1] == UInt8(ascii: ">"), upper - lower >= 2 else { throw .unbalancedBrackets }
             lower += 1
@@ -37,18 +64,7 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
         } else if lower < upper, text[upper - 1] == UInt8(ascii: ">") {
             throw .unbalancedBrackets
         }
-        // The digits' bounds.
-        let (first, end) = (lower, upper)
-        // Decoded on the stack, then copied into the token's array: an array made with uninitialized capacity looks
-        // its storage type up in the runtime's metadata cache on every call (about 2% of the worker's CPU by profile).
-        let (bytes, failure) = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(1, (end - first) / 2)) { out in
-            switch Self.decodeDigits(text, first..<end, into: out) {
-            case .success(let count): ([UInt8](out[..<count]), DeviceTokenError?.none)
-            case .failure(let failure): ([UInt8](), failure)
-            }
-        }
-        if let failure { throw failure }
-        try self.init(bytes: bytes)
+        return lower..<upper
     }
 
     /// Decodes the hex digits of `text[digits]` into `out` (room for half as many bytes); returns how many it wrote.

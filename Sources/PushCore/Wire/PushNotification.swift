@@ -21,10 +21,16 @@ public struct PushNotification: Hashable, Sendable {
 
     /// The number of bytes this notification takes in `format`.
     public func encodedSize(_ format: NotificationFormat) -> Int {
+        Self.encodedSize(format, tokenCount: token.bytes.count, payloadCount: payload.count)
+    }
+
+    /// The number of bytes a notification with a token and a payload of these sizes takes in `format`.
+    @inlinable
+    public static func encodedSize(_ format: NotificationFormat, tokenCount: Int, payloadCount: Int) -> Int {
         switch format {
-        case .frame: 5 + 3 + token.bytes.count + 3 + payload.count + 7 + 7 + 4
-        case .enhanced: 1 + 4 + 4 + 2 + token.bytes.count + 2 + payload.count
-        case .simple: 1 + 2 + token.bytes.count + 2 + payload.count
+        case .frame: 5 + 3 + tokenCount + 3 + payloadCount + 7 + 7 + 4
+        case .enhanced: 1 + 4 + 4 + 2 + tokenCount + 2 + payloadCount
+        case .simple: 1 + 2 + tokenCount + 2 + payloadCount
         }
     }
 }
@@ -74,23 +80,50 @@ public enum NotificationEncoder {
         }
     }
 
+    /// Writes a notification given by its parts (a token and a payload where they already are, as the worker's
+    /// staged notifications) in `format` at the start of `out`, which has room for
+    /// ``PushNotification/encodedSize(_:tokenCount:payloadCount:)`` bytes; returns how many it wrote.
+    @inlinable
+    public static func encode(
+        token: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, identifier: UInt32, expiration: UInt32,
+        priority: Priority, format: NotificationFormat, into out: UnsafeMutableRawBufferPointer
+    ) -> Int {
+        let size = PushNotification.encodedSize(format, tokenCount: token.count, payloadCount: payload.count)
+        precondition(out.count >= size, "no room for the notification")
+        var w = RawWriter(out)
+        write(token: token, payload: payload, identifier: identifier, expiration: expiration, priority: priority, format: format, size: size, to: &w)
+        return w.offset
+    }
+
     @inlinable
     static func write(_ notification: PushNotification, format: NotificationFormat, size: Int, to w: inout RawWriter) {
-        let token = notification.token.bytes
-        let payload = notification.payload
+        notification.token.bytes.withUnsafeBytes { token in
+            notification.payload.withUnsafeBytes { payload in
+                write(
+                    token: token, payload: payload, identifier: notification.identifier, expiration: notification.expiration,
+                    priority: notification.priority, format: format, size: size, to: &w)
+            }
+        }
+    }
+
+    @inlinable
+    static func write(
+        token: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, identifier: UInt32, expiration: UInt32,
+        priority: Priority, format: NotificationFormat, size: Int, to w: inout RawWriter
+    ) {
         switch format {
         case .frame:
             w.u8(2)
             w.u32(UInt32(size - 5))
             w.u8(Item.deviceToken.rawValue); w.u16(UInt16(token.count)); w.bytes(token)
             w.u8(Item.payload.rawValue); w.u16(UInt16(payload.count)); w.bytes(payload)
-            w.u8(Item.identifier.rawValue); w.u16(4); w.u32(notification.identifier)
-            w.u8(Item.expiration.rawValue); w.u16(4); w.u32(notification.expiration)
-            w.u8(Item.priority.rawValue); w.u16(1); w.u8(notification.priority.rawValue)
+            w.u8(Item.identifier.rawValue); w.u16(4); w.u32(identifier)
+            w.u8(Item.expiration.rawValue); w.u16(4); w.u32(expiration)
+            w.u8(Item.priority.rawValue); w.u16(1); w.u8(priority.rawValue)
         case .enhanced:
             w.u8(1)
-            w.u32(notification.identifier)
-            w.u32(notification.expiration)
+            w.u32(identifier)
+            w.u32(expiration)
             w.u16(UInt16(token.count)); w.bytes(token)
             w.u16(UInt16(payload.count)); w.bytes(payload)
         case .simple:
@@ -124,10 +157,8 @@ struct RawWriter {
         offset += 4
     }
 
-    @inlinable mutating func bytes(_ v: [UInt8]) {
-        v.withUnsafeBytes { src in
-            if let s = src.baseAddress { (base.baseAddress! + offset).copyMemory(from: s, byteCount: src.count) }
-        }
+    @inlinable mutating func bytes(_ v: UnsafeRawBufferPointer) {
+        if let s = v.baseAddress { (base.baseAddress! + offset).copyMemory(from: s, byteCount: v.count) }
         offset += v.count
     }
 }

@@ -1,0 +1,108 @@
+import Testing
+@testable import PushCore
+
+/// The worker decodes binary notifications into a staging buffer (`EventDecoder.decode(_:staging:)`): the verdicts
+/// and the events must be exactly those of the decoder that gives each event arrays of its own.
+@Suite struct StagedDecodingTests {
+    /// Events that pass, fail at each step after the fields (token, payload, priority, size) and need compaction or
+    /// truncation; with the schema examples.
+    static let events: [String] = {
+        let token = sampleTokenHex
+        func event(_ fields: String, token: String = token, payload: String = #"{"aps":{"alert":"Hi"}}"#) -> String {
+            #"{"id":"e1","app":"com.example.app","token":"\#(token)","payload":\#(payload)\#(fields.isEmpty ? "" : ",")\#(fields)}"#
+        }
+        // Over the legacy formats' limit (256), and over the frame format's (2048).
+        let long = String(repeating: "y", count: 300)
+        let huge = String(repeating: "y", count: 2100)
+        var events = [
+            event(""),
+            event(#""environment":"sandbox","expiration":1893456000,"priority":5"#),
+            event("", payload: "{ \"aps\" :\t{ \"alert\" : \"a  b\" , \"badge\" : 1 } , \"n\" : [ 1 , \"x y\" ] }"),
+            event("", token: "<740F4707 BEBCF74F 9B7C25D4 8E335894 5F6AA01D A5DDB387 462C7EAF 61BB78AD>"),
+            event("", token: #"74\u00300f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"#),
+            event("", token: "ab"),
+            event("", token: String(repeating: "ff", count: 100)),
+            event("", token: String(repeating: "ff", count: 101)),
+            event("", token: ""),
+            event("", token: "abc"),
+            event("", token: "zz"),
+            event("", token: "<abcd"),
+            event("", payload: #"{"aps":5}"#),
+            event(#""priority":7"#),
+            event(#""priority":1"#),
+            event(#""priority":10"#, payload: #"{"aps":{"content-available":1}}"#),
+            event("", payload: #"{"aps":{"content-available":1}}"#),
+            event(#""push_type":"background","priority":10"#),
+            event("", payload: #"{"aps":{"alert":"Hi"},"x":"\#(long)"}"#),
+            event(#""truncate_alert":true"#, payload: #"{"aps":{"alert":"\#(long)"}}"#),
+            event(#""truncate_alert":true"#, payload: #"{"aps":{"alert":{"title":"T","body":"\#(long) \#(long)"}}}"#),
+            event(#""truncate_alert":true"#, payload: #"{"aps":{"badge":1},"x":"\#(long)"}"#),
+            event(#""truncate_alert":true"#, payload: "{ \"aps\" : { \"alert\" : \"\(long)\" } }"),
+            event(#""truncate_alert":true"#, payload: "{ \"aps\" : { \"alert\" : \"\(huge)\" } }"),
+            event(#""truncate_alert":true"#, payload: #"{"aps":{"badge":1},"x":"\#(huge)"}"#),
+            event("", payload: #"{"aps":{"alert":"\#(String(repeating: "z", count: 2100))"}}"#),
+            #"{"id":"x","app":"a","token":"ab","payload":{"aps":{}}} trailing"#,
+            #"{"id":"x","app":"a","environment":"staging","token":"<AB CD>","payload":{"aps":5}}"#,
+        ]
+        for validity in ["valid", "invalid"] {
+            for path in SchemaExamplesTests.examples("notification-event", validity) {
+                events.append(String(decoding: SchemaExamplesTests.load(path), as: UTF8.self))
+            }
+        }
+        return events
+    }()
+
+    static let decoders: [(String, EventDecoder)] = [
+        ("frame", EventDecoder()), ("enhanced", EventDecoder(format: .enhanced)), ("simple", EventDecoder(format: .simple)),
+        ("http2", .http2), ("limit 40", EventDecoder(payloadLimit: 40)),
+    ]
+
+    @Test func theCorpusHasEveryVerdict() {
+        let reasons = Set(Self.events.compactMap { EventDecoder().decode($0).failure?.reason })
+        #expect(reasons == [.malformedEvent, .invalidTokenFormat, .invalidPayload, .invalidPriority, .payloadTooLarge])
+        #expect(Self.events.contains { EventDecoder().decode($0).success?.alertTruncated == true })
+    }
+
+    @Test(arguments: decoders.map(\.0))
+    func stagedVerdictsAndEventsAreTheDecoders(name: String) {
+        let decoder = Self.decoders.first { $0.0 == name }!.1
+        // A buffer already holding another notification's bytes: they stay as they are.
+        let before: [UInt8] = [7, 7, 7]
+        for json in Self.events {
+            var staging = before
+            let staged = Array(json.utf8).withUnsafeBytes { decoder.decode($0, staging: &staging) }
+            switch decoder.decode(json) {
+            case .success(let event):
+                guard case .success(let s) = staged else {
+                    Issue.record("\(name): staged refused \(json): \(staged)")
+                    continue
+                }
+                #expect(s.event(in: staging) == event, "\(name): \(json)")
+                #expect(Array(staging[s.token]) == event.token.bytes)
+                #expect(Array(staging[s.payload]) == event.payload)
+                #expect(s.staged == before.count..<staging.count, "\(name): \(json)")
+                #expect(Array(staging.prefix(before.count)) == before)
+            case .failure(let rejection):
+                #expect(staged.failure == rejection, "\(name): \(json)")
+                #expect(staging == before, "\(name): \(json)")
+            }
+        }
+    }
+
+    @Test func appendedTokenBytesAreTheParsedTokens() {
+        for text in ["ab", " ab cd ", "<ABCD>", sampleTokenHex, String(repeating: "0f", count: 100), "a b c d", "abcdef01"] {
+            var out: [UInt8] = [1]
+            #expect(throws: Never.self) { try text.withBorrowedUTF8 { try DeviceToken.appendHex($0, to: &out) } }
+            #expect(Array(out.dropFirst()) == (try? DeviceToken(hex: text).bytes), "\(text)")
+        }
+        let failures: [(String, DeviceTokenError)] = [
+            ("", .empty), ("< >", .empty), ("abc", .oddDigitCount), ("ag", .notHex(position: 1)),
+            ("<abcd", .unbalancedBrackets), (String(repeating: "ff", count: 101), .tooLong(bytes: 101)),
+        ]
+        for (text, error) in failures {
+            var out: [UInt8] = [1]
+            #expect(throws: error) { try text.withBorrowedUTF8 { try DeviceToken.appendHex($0, to: &out) } }
+            #expect(out == [1], "\(text)")
+        }
+    }
+}
