@@ -99,6 +99,73 @@ import Testing
         }
     }
 
+    /// One poll's notifications are staged in one buffer, and a record that ends otherwise (an unknown app, a
+    /// malformed event, an app of a legacy format that refuses what the frame format allows) leaves nothing there:
+    /// every frame the gateway receives carries its own record's token and payload.
+    @Test(.timeLimit(.minutes(1))) func eachFrameCarriesItsRecordsTokenAndPayloadWhenAPollMixesOutcomes() async throws {
+        let kafka = try ErrorTopicCluster()
+        var simulatorConfiguration = SimulatorConfiguration.testPKI
+        simulatorConfiguration.recordInMemory = true
+        let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: kafka.quiet)
+        let addresses = try await simulator.start()
+        var legacy = AppEndpoint.testBinary(gatewayPort: addresses.gatewayPort, feedbackPort: addresses.feedbackPort, app: "com.example.legacy")
+        legacy.format = .enhanced
+        let producer = try KafkaProducer(properties: kafka.properties, logger: kafka.quiet)
+        let pipeline = try Pipeline(
+            configuration: PipelineConfiguration(
+                deliveryErrorTopic: "notification-errors",
+                endpoints: [.testBinary(gatewayPort: addresses.gatewayPort, feedbackPort: addresses.feedbackPort), legacy]),
+            producer: producer, delivery: DeliveryConfiguration(), logger: kafka.quiet,
+            wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
+
+        func token(_ i: Int) -> String { String(format: "%064x", 0xB0B000 + i) }
+        let long = String(repeating: "x", count: 300)  // over the enhanced format's 256 bytes, within the frame's
+        var batch: [KafkaRecord] = []
+        var sent: [[UInt8]: [UInt8]] = [:]  // token: payload
+        var refused: [String: String] = [:]  // event id: reason
+        for i in 0..<42 {
+            let id = "m\(i)", t = token(i)
+            let value: String
+            switch i % 7 {
+            case 0: value = #"{"id":"\#(id)","app":"com.example.app","token":"\#(t)","payload":{"aps":{"alert":"a\#(i)"}}}"#
+            case 1: value = #"{"id":"\#(id)","app":"com.example.nobody","token":"\#(t)","payload":{"aps":{"alert":"u\#(i)"}}}"#
+            case 2: value = #"{"id":"\#(id)","app":"com.example.legacy","token":"\#(t)","payload":{"aps":{"alert":"l\#(i)"}}}"#
+            case 3: value = #"{"id":"\#(id)","app":"com.example.app","token":"\#(t)","payload":{"aps":{"alert":5}}}"#
+            case 4: value = #"{"id":"\#(id)","app":"com.example.app","token":"\#(t)","payload":{ "aps" : { "alert" : "w\#(i)" } }}"#
+            case 5: value = #"{"id":"\#(id)","app":"com.example.legacy","token":"\#(t)","payload":{"aps":{"alert":"\#(long)"}}}"#
+            default: value = #"{"id":"\#(id)","app":"com.example.app","token":"<\#(t.prefix(8)) \#(t.dropFirst(8))>","payload":{"aps":{"badge":\#(i)}}}"#
+            }
+            switch i % 7 {
+            case 0: sent[try DeviceToken(hex: t).bytes] = Array(#"{"aps":{"alert":"a\#(i)"}}"#.utf8)
+            case 2: sent[try DeviceToken(hex: t).bytes] = Array(#"{"aps":{"alert":"l\#(i)"}}"#.utf8)
+            case 4: sent[try DeviceToken(hex: t).bytes] = Array(#"{"aps":{"alert":"w\#(i)"}}"#.utf8)
+            case 6: sent[try DeviceToken(hex: t).bytes] = Array(#"{"aps":{"badge":\#(i)}}"#.utf8)
+            case 1: refused[id] = "unknown_app"
+            case 3: refused[id] = "invalid_payload"
+            default: refused[id] = "payload_too_large"
+            }
+            batch.append(KafkaRecord(
+                topic: "notifications", partition: 0, offset: Int64(i), timestamp: -1, key: nil, value: Array(value.utf8)))
+        }
+
+        let accepted = await Self.settleOnePoll(batch, pipeline: pipeline, producer: producer)
+        #expect(accepted == sent.count)
+        let received = simulator.recorded
+        await simulator.stop()
+        #expect(received.count == sent.count)
+        for notification in received {
+            #expect(sent[notification.token] == notification.payload,
+                    "\(Hex.encode(notification.token)): \(String(decoding: notification.payload, as: UTF8.self))")
+        }
+        #expect(Set(received.map(\.token)) == Set(sent.keys))
+        let errors = try await kafka.errorEvents()
+        #expect(errors.count == refused.count)
+        for e in errors {
+            let id = e["event_id"]?.stringValue ?? "?"
+            #expect(e["reason"]?.stringValue == refused[id], "\(id)")
+        }
+    }
+
     /// Puts `batch` through `pipeline` as one poll, waits until all of it is settled, then stops both; returns how
     /// many notifications were accepted.
     static func settleOnePoll(_ batch: [KafkaRecord], pipeline: Pipeline, producer: KafkaProducer) async -> Int {
