@@ -1,6 +1,12 @@
 /// Decides which partitions the consumer pauses and resumes, from the pipeline's unsettled records and the
 /// assignment. Pure: the consumer's poll loop asks it once per turn and applies the answer.
 ///
+/// - Hold before pausing: at `limit` unsettled records the consumer first stops polling (``Action/hold``) for up to
+///   `holdLimit`, without pausing. Pausing drops librdkafka's prefetched records, and they are fetched again on
+///   resume: a backlog read through a full pipeline was fetched several times over (most of librdkafka's CPU on a
+///   broker that answers a fetch with all it has). A hold that sees the count fall to three quarters of `limit`
+///   ends, and polling goes on with nothing dropped; one that lasts `holdLimit` (a gateway that is down) pauses.
+///   A hold serves no rebalance (those are served inside the poll), so `holdLimit` is short.
 /// - Hysteresis: fetching pauses at `limit` unsettled records and resumes only at three quarters of it, because
 ///   pausing drops librdkafka's prefetched records (they are fetched again on resume).
 /// - A new assignment while full is paused too.
@@ -14,24 +20,46 @@ public struct FetchThrottle: Sendable, Equatable {
     public enum Action: Sendable, Equatable {
         case pause([TopicPartition])
         case resume([TopicPartition])
+        /// Poll nothing this turn (full, and the hold has time left): librdkafka keeps what it prefetched.
+        case hold
     }
 
     public let limit: Int
+    /// How long polling is held when full before fetching pauses (zero: pause at once).
+    public let holdLimit: Duration
     /// Whether fetching is paused.
     public private(set) var paused = false
+    /// When the current hold began (nil when not holding).
+    public private(set) var holdStarted: ContinuousClock.Instant?
     private var pausedGeneration = 0
     private var pausedPartitions: Set<TopicPartition> = []
 
-    public init(limit: Int) {
+    public init(limit: Int, holdLimit: Duration = .zero) {
         self.limit = limit
+        self.holdLimit = holdLimit
     }
 
     /// The action to apply now, if any.
     /// - Parameters:
-    ///   - outstanding: records polled and not yet settled (`Int.max` while fetching is suspended for shutdown).
+    ///   - outstanding: records polled and not yet settled (`Int.max` while fetching is suspended for shutdown:
+    ///     that pauses at once, held or not).
     ///   - assignment: the partitions assigned now.
     ///   - generation: a number that changes whenever the assignment changes.
-    public mutating func next(outstanding: Int, assignment: [TopicPartition], generation: Int) -> Action? {
+    ///   - now: the time, for the hold.
+    public mutating func next(
+        outstanding: Int, assignment: [TopicPartition], generation: Int, now: ContinuousClock.Instant = .now
+    ) -> Action? {
+        if let started = holdStarted {
+            if outstanding <= limit * 3 / 4 {
+                holdStarted = nil
+                return nil
+            }
+            if outstanding != .max && now < started.advanced(by: holdLimit) { return .hold }
+            holdStarted = nil
+        } else if outstanding >= limit && outstanding != .max && !paused && holdLimit > .zero {
+            holdStarted = now
+            return .hold
+        }
         if outstanding >= limit {
             guard !paused || generation != pausedGeneration else { return nil }
             paused = true

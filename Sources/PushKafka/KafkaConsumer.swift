@@ -37,6 +37,7 @@ public final class KafkaConsumer: Sendable {
     private nonisolated(unsafe) let client: OpaquePointer
     private let context: RebalanceContext
     private let maxOutstanding: Int
+    private let holdBeforePause: Duration
     private let maxBatch: Int
     private let stopRequested = Atomic<Bool>(false)
     private let pausedFlag = Atomic<Bool>(false)
@@ -47,8 +48,11 @@ public final class KafkaConsumer: Sendable {
     ///   - properties: librdkafka properties (bootstrap.servers, group.id, security, ...). The consumer sets
     ///     `enable.auto.offset.store=false` and `auto.offset.reset=earliest` unless given.
     ///   - sink: who takes the records; by default a ``RecordStream``.
+    ///   - holdBeforePause: how long the consumer stops polling at `maxOutstanding` before it pauses fetching
+    ///     (``FetchThrottle``): a pipeline that drains within it keeps librdkafka's prefetched records.
     public init(
         properties: [String: String], topics: [String], maxOutstanding: Int, maxBatch: Int = 1000,
+        holdBeforePause: Duration = .seconds(1),
         sink: (any RecordSink)? = nil, logger: Logger = Logger(label: "pushworker.kafka.consumer")
     ) throws(KafkaError) {
         self.sink = sink ?? RecordStream()
@@ -66,6 +70,7 @@ public final class KafkaConsumer: Sendable {
         client = try configuration.makeClient(RD_KAFKA_CONSUMER)
         self.context = context
         self.maxOutstanding = maxOutstanding
+        self.holdBeforePause = holdBeforePause
         self.maxBatch = maxBatch
         self.logger = logger
         rd_kafka_poll_set_consumer(client)
@@ -136,7 +141,7 @@ public final class KafkaConsumer: Sendable {
     public var assignment: [TopicPartition] { context.assignment }
 
     private func pollLoop() {
-        var throttle = FetchThrottle(limit: maxOutstanding)
+        var throttle = FetchThrottle(limit: maxOutstanding, holdLimit: holdBeforePause)
         var positions = FetchPositions()
         let messages = UnsafeMutableBufferPointer<UnsafeMutablePointer<rd_kafka_message_t>>.allocate(capacity: maxBatch)
         defer { messages.deallocate() }
@@ -147,6 +152,13 @@ public final class KafkaConsumer: Sendable {
             // is the one the action applies to.
             let assignment = context.assignmentAndGeneration
             if let action = throttle.next(outstanding: outstanding, assignment: assignment.partitions, generation: assignment.generation) {
+                if action == .hold {
+                    // Full: nothing is polled until the pipeline drains or the hold ends (a dedicated thread, so it
+                    // may block). Settled offsets are still stored for the next commit.
+                    storeSettledOffsets()
+                    Thread.sleep(forTimeInterval: Self.holdTick)
+                    continue
+                }
                 apply(action)
                 if case .resume(let partitions) = action { positions.resumed(partitions) }
             }
@@ -203,10 +215,15 @@ public final class KafkaConsumer: Sendable {
         }
     }
 
+    /// How often a hold looks at the pipeline's count again: a millisecond, a lock each.
+    private static let holdTick = 0.001
+
     private func apply(_ action: FetchThrottle.Action) {
-        let (pause, partitions) = switch action {
-        case .pause(let p): (true, p)
-        case .resume(let p): (false, p)
+        let pause: Bool, partitions: [TopicPartition]
+        switch action {
+        case .pause(let p): (pause, partitions) = (true, p)
+        case .resume(let p): (pause, partitions) = (false, p)
+        case .hold: return  // nothing to tell librdkafka
         }
         pausedFlag.store(pause, ordering: .relaxed)
         guard !partitions.isEmpty else { return }
