@@ -122,15 +122,22 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
         return .send(identifier: identifier)
     }
 
-    /// The notifications whose acceptance window has passed, oldest first.
-    mutating func acceptDue(now: Instant) -> [DeliveryOutcome] {
+    /// The notifications whose acceptance window has passed, oldest first, at most `limit` of them (the rest stay
+    /// due for the next call).
+    mutating func acceptDue(now: Instant, limit: Int = .max) -> [DeliveryOutcome] {
         // Sent at or before this instant: due (one subtraction, not an addition per entry). The oldest is read in
         // place and moved out, not copied.
         var accepted: [DeliveryOutcome] = []
         guard let sentBy = sentBy(now) else { return accepted }
-        while let run = sendRuns.first, run.sentAt <= sentBy {
-            for _ in 0..<run.count { accepted.append(.accepted(inFlight.removeFirst())) }
-            _ = sendRuns.removeFirst()
+        while accepted.count < limit, let run = sendRuns.first, run.sentAt <= sentBy {
+            let taken = min(run.count, limit - accepted.count)
+            if accepted.isEmpty { accepted.reserveCapacity(min(limit, run.count)) }
+            for _ in 0..<taken { accepted.append(.accepted(inFlight.removeFirst())) }
+            if taken == run.count {
+                _ = sendRuns.removeFirst()
+            } else {
+                sendRuns[0].count -= taken
+            }
         }
         headIdentifier = Self.identifier(after: headIdentifier, by: accepted.count)
         acceptedCount += accepted.count

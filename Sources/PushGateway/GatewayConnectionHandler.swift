@@ -305,13 +305,23 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
             let handler = loopBound.value
             guard handler.machine.isOpen else { return }
             let held = handler.machine.inFlight.count
-            let accepted = handler.machine.acceptDue(now: now)
-            guard !accepted.isEmpty else { return }
-            handler.pool.report(accepted)
-            handler.pool.windowAccepted(accepted.count, held: held, slot: handler.slot)
+            var total = 0
+            // Reported in batches of at most `acceptedBatch`: one array of all that is due (tens of thousands at
+            // full speed) would be larger than glibc's mmap threshold, mapped and faulted in afresh on every tick.
+            while true {
+                let accepted = handler.machine.acceptDue(now: now, limit: Self.acceptedBatch)
+                guard !accepted.isEmpty else { break }
+                total += accepted.count
+                handler.pool.report(accepted)
+            }
+            guard total > 0 else { return }
+            handler.pool.windowAccepted(total, held: held, slot: handler.slot)
             handler.pump()
         }
     }
+
+    /// The most accepted notifications reported at once: their outcomes stay under glibc's mmap threshold (128 KiB).
+    static let acceptedBatch = 1024
 }
 
 extension Duration {

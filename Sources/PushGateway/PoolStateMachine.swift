@@ -176,9 +176,7 @@ struct PoolStateMachine<Instant: InstantProtocol, Connection> where Instant.Dura
             return []
         }
         let count = Swift.min(max, room, pending.count)
-        let batch = Array(pending.prefix(count))
-        pending.removeFirst(count)
-        return batch
+        return pending.takeFirst(count)  // moved out: no retain and release of each frame block
     }
 
     private mutating func takeWaiting() -> [Connection] {

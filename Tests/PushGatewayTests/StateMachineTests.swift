@@ -74,6 +74,30 @@ func sendAll(_ m: inout Machine, _ n: Int) -> [UInt32] {
         #expect(!m.hasDue(now: t0.advanced(by: .seconds(5))))
     }
 
+    /// Accepted in batches of at most `limit`: a batch may end inside a run, whose rest stays due at its own time,
+    /// and an error response after that settles by place as before.
+    @Test func acceptanceInBatchesSplitsRunsAndKeepsThePlaces() {
+        var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5)
+        for (ticket, at) in [(1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (6, 300), (7, 300), (8, 700)] {
+            _ = m.send(delivery(UInt64(ticket)), now: t0.advanced(by: .milliseconds(at)), unixNow: now)
+        }
+        let dueFirst = t0.advanced(by: .milliseconds(1000))
+        #expect(m.acceptDue(now: dueFirst, limit: 2).map(\.ticket) == [1, 2])
+        #expect(m.hasDue(now: dueFirst))
+        #expect(m.acceptDue(now: dueFirst, limit: 2).map(\.ticket) == [3, 4])
+        #expect(m.acceptDue(now: dueFirst, limit: 2).map(\.ticket) == [5])  // the next run is not due yet
+        #expect(m.acceptDue(now: dueFirst, limit: 2).isEmpty)
+        // A batch across two runs, then the rest of the second: 6 and 7 were sent at 300 ms.
+        #expect(m.acceptDue(now: t0.advanced(by: .milliseconds(1300)), limit: 1).map(\.ticket) == [6])
+        #expect(m.inFlight.count == 2)
+        // Status 8 naming ticket 8 (identifier 8): 7 is accepted, 8 fails.
+        let s = m.receive(ErrorResponse(status: .invalidToken, identifier: 8))
+        #expect(s.outcomes.map(\.ticket) == [7, 8])
+        #expect(s.outcomes[0].result == .accepted)
+        #expect(s.resend.isEmpty)
+        #expect(m.acceptedCount == 7)
+    }
+
     /// Send times are kept as nanoseconds after the first send: the window is exact to the nanosecond, before and
     /// long after the first send, and `hasDue` agrees with `acceptDue`.
     @Test func theWindowIsExactToTheNanosecondAsTimeGoesOn() {
