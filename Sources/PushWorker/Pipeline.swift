@@ -347,9 +347,6 @@ public final class Pipeline: RecordSink {
         indirect case reject(DeliveryErrorEvent)
     }
 
-    /// A poll's records, decoded outside the ledger's lock. What a record became is kept apart from the notification,
-    /// request or error event it carries, each kind in an array of its own in record order, so that admitting and
-    /// encoding read them where they are: an element copied out retains its token, payload and strings.
     /// A binary notification whose token and payload are in the batch's staging buffer, with its frame's other items.
     fileprivate struct StagedFrame {
         let token: Range<Int>
@@ -358,6 +355,9 @@ public final class Pipeline: RecordSink {
         let priority: Priority
     }
 
+    /// A poll's records, decoded outside the ledger's lock. What a record became is kept apart from the notification,
+    /// request or error event it carries, each kind in an array of its own in record order, so that admitting and
+    /// encoding read them where they are: an element copied out retains its token, payload and strings.
     fileprivate struct DecodedBatch {
         /// What became of one record (its notification, request or error event is the next of its kind).
         enum Kind {
@@ -473,10 +473,9 @@ public final class Pipeline: RecordSink {
             }
             var held = HeldEvent(id: event.id, endpoint: index, timestamp: timestamp)
             if suppression != nil {
-                let staged = event, bytes = staging
                 let suppressed = checkSuppression(
                     app: event.app, token: event.deviceToken(in: staging), registeredAt: event.tokenRegisteredAt,
-                    endpoint: index, held: &held, now: now, source: source, failed: { staged.event(in: bytes) })
+                    endpoint: index, held: &held, now: now, source: source, failed: { [event] in event.event(in: staging) })
                 if let suppressed {
                     staging.removeSubrange(event.staged)
                     return suppressed
