@@ -41,66 +41,64 @@ struct FetchThrottleTests {
         #expect(throttle.next(outstanding: .max, assignment: [Self.p1], generation: 2) == .pause([Self.p1]))
     }
 
+    /// A throttle with a one-second hold at a limit of 100, asked at milliseconds after a fixed start.
+    struct HeldThrottle {
+        var throttle = FetchThrottle(limit: 100, holdLimit: .seconds(1))
+        let t0 = ContinuousClock.now
+        let assignment: [TopicPartition]
+
+        mutating func next(_ outstanding: Int, at ms: Int) -> FetchThrottle.Action? {
+            throttle.next(outstanding: outstanding, assignment: assignment, generation: 1, now: t0.advanced(by: .milliseconds(ms)))
+        }
+    }
+
     /// Full: polling holds (nothing dropped inside librdkafka) while the count stays above three quarters, and
     /// fetching pauses only when the hold has lasted its limit.
     @Test func holdsWhenFullAndPausesOnceTheHoldRunsOut() {
-        let t0 = ContinuousClock.now
-        var throttle = FetchThrottle(limit: 100, holdLimit: .seconds(1))
         let all = [Self.p0, Self.p1]
-        func next(_ outstanding: Int, at ms: Int, generation: Int = 1) -> FetchThrottle.Action? {
-            throttle.next(outstanding: outstanding, assignment: all, generation: generation, now: t0.advanced(by: .milliseconds(ms)))
-        }
-        #expect(next(99, at: 0) == nil)
-        #expect(next(100, at: 0) == .hold)
-        #expect(next(90, at: 500) == .hold)
-        #expect(next(120, at: 999) == .hold)
-        #expect(!throttle.paused)
-        #expect(next(120, at: 1000) == .pause(all))
-        #expect(throttle.paused && throttle.holdStarted == nil)
+        var h = HeldThrottle(assignment: all)
+        #expect(h.next(99, at: 0) == nil)
+        #expect(h.next(100, at: 0) == .hold)
+        #expect(h.next(90, at: 500) == .hold)
+        #expect(h.next(120, at: 999) == .hold)
+        #expect(!h.throttle.paused)
+        #expect(h.next(120, at: 1000) == .pause(all))
+        #expect(h.throttle.paused && h.throttle.holdStarted == nil)
         // Paused: no hold until it resumes.
-        #expect(next(120, at: 3000) == nil)
-        #expect(next(75, at: 3500) == .resume(all))
-        #expect(next(100, at: 3600) == .hold)
+        #expect(h.next(120, at: 3000) == nil)
+        #expect(h.next(75, at: 3500) == .resume(all))
+        #expect(h.next(100, at: 3600) == .hold)
     }
 
     @Test func aHoldThatDrainsToThreeQuartersEndsWithoutAPause() {
-        let t0 = ContinuousClock.now
-        var throttle = FetchThrottle(limit: 100, holdLimit: .seconds(1))
-        func next(_ outstanding: Int, at ms: Int) -> FetchThrottle.Action? {
-            throttle.next(outstanding: outstanding, assignment: [Self.p0], generation: 1, now: t0.advanced(by: .milliseconds(ms)))
-        }
-        #expect(next(100, at: 0) == .hold)
-        #expect(next(76, at: 100) == .hold)
-        #expect(next(75, at: 200) == nil)
-        #expect(!throttle.paused && throttle.holdStarted == nil)
+        var h = HeldThrottle(assignment: [Self.p0])
+        #expect(h.next(100, at: 0) == .hold)
+        #expect(h.next(76, at: 100) == .hold)
+        #expect(h.next(75, at: 200) == nil)
+        #expect(!h.throttle.paused && h.throttle.holdStarted == nil)
         // Full again: a new hold, its limit counted from its own start.
-        #expect(next(100, at: 300) == .hold)
-        #expect(next(100, at: 1299) == .hold)
-        #expect(next(100, at: 1300) == .pause([Self.p0]))
+        #expect(h.next(100, at: 300) == .hold)
+        #expect(h.next(100, at: 1299) == .hold)
+        #expect(h.next(100, at: 1300) == .pause([Self.p0]))
     }
 
     /// A hold that runs out with the count between three quarters and the limit polls again (there is room), and
     /// holds again once full.
     @Test func aHoldThatRunsOutBelowTheLimitPollsAgain() {
-        let t0 = ContinuousClock.now
-        var throttle = FetchThrottle(limit: 100, holdLimit: .seconds(1))
-        func next(_ outstanding: Int, at ms: Int) -> FetchThrottle.Action? {
-            throttle.next(outstanding: outstanding, assignment: [Self.p0], generation: 1, now: t0.advanced(by: .milliseconds(ms)))
-        }
-        #expect(next(100, at: 0) == .hold)
-        #expect(next(80, at: 1000) == nil)
-        #expect(!throttle.paused)
-        #expect(next(100, at: 1100) == .hold)
+        var h = HeldThrottle(assignment: [Self.p0])
+        #expect(h.next(100, at: 0) == .hold)
+        #expect(h.next(80, at: 1000) == nil)
+        #expect(!h.throttle.paused)
+        #expect(h.next(100, at: 1100) == .hold)
     }
 
     /// Suspended for shutdown pauses at once, held or not.
     @Test func shutdownPausesWithoutAHold() {
-        let t0 = ContinuousClock.now
-        var throttle = FetchThrottle(limit: 100, holdLimit: .seconds(1))
-        #expect(throttle.next(outstanding: .max, assignment: [Self.p0], generation: 1, now: t0) == .pause([Self.p0]))
-        var held = FetchThrottle(limit: 100, holdLimit: .seconds(1))
-        #expect(held.next(outstanding: 100, assignment: [Self.p0], generation: 1, now: t0) == .hold)
-        #expect(held.next(outstanding: .max, assignment: [Self.p0], generation: 1, now: t0) == .pause([Self.p0]))
-        #expect(held.paused && held.holdStarted == nil)
+        var fresh = HeldThrottle(assignment: [Self.p0])
+        #expect(fresh.next(.max, at: 0) == .pause([Self.p0]))
+        var held = HeldThrottle(assignment: [Self.p0])
+        #expect(held.next(100, at: 0) == .hold)
+        #expect(held.next(.max, at: 0) == .pause([Self.p0]))
+        #expect(held.throttle.paused && held.throttle.holdStarted == nil)
     }
 }

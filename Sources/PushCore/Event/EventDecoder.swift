@@ -76,7 +76,9 @@ public struct EventDecoder: Sendable {
 }
 
 /// A notification event that passed validation, its token and payload bytes in a caller's buffer
-/// (``EventDecoder/decode(_:staging:)``): a ``NotificationEvent`` without arrays of its own.
+/// (``EventDecoder/decode(_:staging:)``): what the binary transport sends and its output events name, without arrays
+/// of its own. The HTTP/2 fields (push type, collapse id, apns-id) are validated but not kept: an app on the HTTP/2
+/// API is decoded into a ``NotificationEvent``.
 public struct StagedNotification: Sendable {
     public var id: String
     public var app: String
@@ -85,13 +87,10 @@ public struct StagedNotification: Sendable {
     public var token: Range<Int>
     /// Where the payload's bytes are, right after the token's.
     public var payload: Range<Int>
+    /// When it stops being worth delivering, and its priority: the frame's other items.
     public var expiration: Expiration
     public var priority: Priority
-    public var alertTruncated: Bool
-    public var pushType: PushType?
-    public var collapseID: String?
-    public var apnsID: APNsID?
-    public var contentAvailableOnly: Bool
+    /// The event's `token_registered_at` (SPEC section 10).
     public var tokenRegisteredAt: Int64?
 
     /// The bytes it took in the buffer.
@@ -103,13 +102,11 @@ public struct StagedNotification: Sendable {
         try! DeviceToken(bytes: Array(staging[token]))
     }
 
-    /// The event with its token and payload copied out of `staging` (for an error event).
+    /// The event with its token and payload copied out of `staging`, for an error event (without the HTTP/2 fields).
     public func event(in staging: [UInt8]) -> NotificationEvent {
         NotificationEvent(
             id: id, app: app, environment: environment, token: deviceToken(in: staging), payload: Array(staging[payload]),
-            expiration: expiration, priority: priority, alertTruncated: alertTruncated, pushType: pushType,
-            collapseID: collapseID, apnsID: apnsID, contentAvailableOnly: contentAvailableOnly,
-            tokenRegisteredAt: tokenRegisteredAt)
+            expiration: expiration, priority: priority, tokenRegisteredAt: tokenRegisteredAt)
     }
 }
 
@@ -671,7 +668,6 @@ private struct EventScan {
         } else {
             staging.append(contentsOf: reader.bytes[payloadStart..<payloadEnd])
         }
-        var truncated = false
         if staging.count - tokenEnd > payloadLimit {
             switch shortened(staging.count - tokenEnd, limit: payloadLimit) {
             case .success(let shortened):
@@ -679,13 +675,10 @@ private struct EventScan {
                 staging.append(contentsOf: shortened)
             case .failure(let error): return refuse(error, &staging)
             }
-            truncated = true
         }
         return .success(StagedNotification(
             id: id!, app: app!, environment: environment, token: start..<tokenEnd, payload: tokenEnd..<staging.count,
-            expiration: expiration, priority: resolvedPriority(http2: http2), alertTruncated: truncated, pushType: pushType,
-            collapseID: collapseID, apnsID: apnsID, contentAvailableOnly: contentAvailableOnly,
-            tokenRegisteredAt: tokenRegisteredAt))
+            expiration: expiration, priority: resolvedPriority(http2: http2), tokenRegisteredAt: tokenRegisteredAt))
     }
 
     /// Whether the payload's `aps` holds only `content-available` (a background notification).
