@@ -11,10 +11,27 @@ import Testing
         TooManyRequestsPacing(initialDelay: .milliseconds(500), maximumDelay: .seconds(4), capacity: capacity)
     }
 
-    @Test func eachStrikeAgainstATokenDoublesItsDelayUpToTheMaximum() {
+    /// The delay doubles per strike up to the maximum; retries drawn together beyond it go one first step apart
+    /// (not all at the maximum, together again).
+    @Test func eachStrikeAgainstATokenDoublesItsDelayAndRetriesStayAStepApart() {
         var p = pacing()
-        let delays = (0..<6).map { _ in p.tooManyRequests(for: Self.token(1), now: Self.start) }
-        #expect(delays == [.milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(4), .seconds(4)])
+        let delays = (0..<7).map { _ in p.tooManyRequests(for: Self.token(1), now: Self.start) }
+        #expect(delays == [
+            .milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .milliseconds(4500), .seconds(5),
+            .milliseconds(5500),
+        ])
+        // Later strikes: the doubled delay when that is later than a step after the last retry given.
+        #expect(p.tooManyRequests(for: Self.token(1), now: Self.start + .seconds(3)) == .seconds(4))
+        #expect(p.tooManyRequests(for: Self.token(1), now: Self.start + .seconds(3)) == .milliseconds(4500))
+    }
+
+    /// Forty notifications to one token meet 429 at once: their retries are spread, at most two a second after
+    /// the delay reached its maximum, never two at one instant.
+    @Test func aBurstToOneTokenIsRetriedSpreadOut() {
+        var p = pacing()
+        let retries = (0..<40).map { _ in Self.start + p.tooManyRequests(for: Self.token(1), now: Self.start) }
+        #expect(Set(retries).count == 40)
+        for (earlier, later) in zip(retries, retries.dropFirst()) { #expect(later - earlier >= .milliseconds(500)) }
     }
 
     @Test func tokensArePacedApart() {
