@@ -101,7 +101,7 @@ final class FrameBlock: ManagedBuffer<Int, UInt8> {
 
     /// The bytes `notification` takes in a block in `format`: its header and its frame.
     static func room(for notification: PushNotification, format: NotificationFormat) -> Int {
-        headerSize + notification.encodedSize(format)
+        room(tokenCount: notification.token.bytes.count, payloadCount: notification.payload.count, format: format)
     }
 
     /// The bytes a notification with a token and a payload of these sizes takes in a block in `format`.

@@ -23,23 +23,17 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
 
     /// Parses a hex token from its UTF-8 bytes.
     public init(hexUTF8 text: UnsafeRawBufferPointer) throws(DeviceTokenError) {
-        let digits = try Self.digits(of: text)
-        // Decoded on the stack, then copied into the token's array: an array made with uninitialized capacity looks
-        // its storage type up in the runtime's metadata cache on every call (about 2% of the worker's CPU by profile).
-        let (bytes, failure) = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(1, digits.count / 2)) { out in
-            switch Self.decodeDigits(text, digits, into: out) {
-            case .success(let count): ([UInt8](out[..<count]), DeviceTokenError?.none)
-            case .failure(let failure): ([UInt8](), failure)
-            }
-        }
-        if let failure { throw failure }
-        try self.init(bytes: bytes)
+        var bytes: [UInt8] = []
+        try Self.appendHex(text, to: &bytes)
+        self.bytes = bytes
     }
 
     /// Parses a hex token from its UTF-8 bytes and appends its bytes to `out` (nothing when it does not parse):
     /// the checks of ``init(hexUTF8:)`` without an array of its own.
     public static func appendHex(_ text: UnsafeRawBufferPointer, to out: inout [UInt8]) throws(DeviceTokenError) {
         let digits = try digits(of: text)
+        // Decoded on the stack, then copied: an array made with uninitialized capacity looks its storage type up in
+        // the runtime's metadata cache on every call (about 2% of the worker's CPU by profile).
         let result = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(1, digits.count / 2)) { buffer in
             decodeDigits(text, digits, into: buffer).map { count in
                 if count > 0 && count <= NotificationFormat.maxTokenSize { out.append(contentsOf: buffer[..<count]) }

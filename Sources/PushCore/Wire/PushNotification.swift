@@ -59,11 +59,13 @@ public enum NotificationEncoder {
     /// returns how many it wrote.
     @inlinable
     public static func encode(_ notification: PushNotification, format: NotificationFormat, into out: UnsafeMutableRawBufferPointer) -> Int {
-        let size = notification.encodedSize(format)
-        precondition(out.count >= size, "no room for the notification")
-        var w = RawWriter(out)
-        write(notification, format: format, size: size, to: &w)
-        return w.offset
+        notification.token.bytes.withUnsafeBytes { token in
+            notification.payload.withUnsafeBytes { payload in
+                encode(
+                    token: token, payload: payload, identifier: notification.identifier, expiration: notification.expiration,
+                    priority: notification.priority, format: format, into: out)
+            }
+        }
     }
 
     /// The encoded bytes of one notification.
