@@ -1,21 +1,15 @@
 import NIOCore
 import PushCore
 
-/// The caller's reference to a delivery, echoed in its outcome: two words the engine never reads (the worker packs
-/// its ledger ticket in them).
+/// The caller's reference to a delivery, echoed in its outcome: a word the engine never reads (the worker keeps
+/// its ledger ticket in it).
 public struct DeliveryTicket: Hashable, Sendable, ExpressibleByIntegerLiteral, CustomStringConvertible {
-    public var high: UInt64
-    public var low: UInt64
+    public var value: UInt64
 
-    public init(high: UInt64, low: UInt64) {
-        self.high = high
-        self.low = low
-    }
-
-    public init(_ value: UInt64) { self.init(high: 0, low: value) }
+    public init(_ value: UInt64) { self.value = value }
     public init(integerLiteral value: UInt64) { self.init(value) }
 
-    public var description: String { high == 0 ? "\(low)" : "\(high):\(low)" }
+    public var description: String { "\(value)" }
 }
 
 /// One notification on its way to the gateway: its encoded frame (its identifier is written in at each send) and a

@@ -1,23 +1,35 @@
 import PushCollections
 
 /// A held record's reference, carried by its delivery and by its output events: which partition ledger holds it,
-/// in which epoch of that partition, and its place there. Sixteen bytes; no string, no lookup by name.
+/// in which epoch of that partition, and its place there. One word (a delivery carries it for as long as it is
+/// held): the slot in 20 bits, the epoch's low 12 bits and the place's low 32 bits. The ledger compares epochs and
+/// places modulo those widths, so a ticket could be taken for a live record only after its partition went through
+/// 4,096 more epochs, or its epoch admitted 2^32 more records, while the ticket was still out: far beyond what an
+/// in-flight window bounded by `max_in_flight` and the gateway's timeouts can hold.
 @frozen
 public struct LedgerTicket: Hashable, Sendable, CustomStringConvertible {
-    /// The partition's slot in the ledger.
-    public var slot: UInt32
-    /// The partition's epoch when the record was admitted: a revoke, a reassignment or a reset ends the epoch, and
-    /// a ticket of an ended epoch settles nothing.
-    public var epoch: UInt32
-    /// The record's place in its partition's ledger (0 for the first record of the epoch).
-    public var sequence: UInt64
+    public let rawValue: UInt64
+
+    /// Partitions one ledger can tell apart over its life (each distinct partition ever assigned takes a slot).
+    public static let slotLimit = 1 << 20
+    @usableFromInline static let epochMask: UInt32 = 0xFFF
 
     @inlinable
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+
+    /// Keeps the epoch's low 12 bits and the sequence's low 32.
+    @inlinable
     public init(slot: UInt32, epoch: UInt32, sequence: UInt64) {
-        self.slot = slot
-        self.epoch = epoch
-        self.sequence = sequence
+        rawValue = UInt64(slot) << 44 | UInt64(epoch & Self.epochMask) << 32 | UInt64(UInt32(truncatingIfNeeded: sequence))
     }
+
+    /// The partition's slot in the ledger.
+    @inlinable public var slot: UInt32 { UInt32(truncatingIfNeeded: rawValue >> 44) }
+    /// The partition's epoch when the record was admitted (its low 12 bits): a revoke, a reassignment or a reset
+    /// ends the epoch, and a ticket of an ended epoch settles nothing.
+    @inlinable public var epoch: UInt32 { UInt32(truncatingIfNeeded: rawValue >> 32) & Self.epochMask }
+    /// The record's place in its partition's ledger (0 for the first record of the epoch), its low 32 bits.
+    @inlinable public var sequence: UInt32 { UInt32(truncatingIfNeeded: rawValue) }
 
     public var description: String { "#\(slot).\(epoch).\(sequence)" }
 }
@@ -79,8 +91,9 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
 
         @inlinable
         func index(of ticket: LedgerTicket) -> Int? {
-            guard ticket.epoch == epoch, ticket.sequence >= headSequence else { return nil }
-            let index = Int(ticket.sequence - headSequence)
+            guard ticket.epoch == epoch & LedgerTicket.epochMask else { return nil }
+            // Modulo 2^32: a ticket behind the head (settled and gone) lands far past the records held.
+            let index = Int(ticket.sequence &- UInt32(truncatingIfNeeded: headSequence))
             return index < records.count ? index : nil
         }
     }
@@ -120,6 +133,7 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
     @inlinable
     public mutating func slot(for partition: TopicPartition) -> UInt32 {
         if let slot = slots[partition] { return UInt32(slot) }
+        precondition(partitions.count < LedgerTicket.slotLimit, "one worker was assigned over 2^20 distinct partitions")
         partitions.append(Partition(partition))
         slots[partition] = partitions.count - 1
         return UInt32(partitions.count - 1)

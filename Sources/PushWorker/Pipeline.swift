@@ -838,16 +838,12 @@ public final class Pipeline: RecordSink {
 }
 
 extension DeliveryTicket {
-    /// A ledger ticket in a delivery's two words: slot and epoch in the high one, the sequence in the low one.
-    init(_ ticket: LedgerTicket) {
-        self.init(high: UInt64(ticket.slot) << 32 | UInt64(ticket.epoch), low: ticket.sequence)
-    }
+    /// A ledger ticket as a delivery's word.
+    init(_ ticket: LedgerTicket) { self.init(ticket.rawValue) }
 }
 
 extension LedgerTicket {
-    init(_ ticket: DeliveryTicket) {
-        self.init(slot: UInt32(truncatingIfNeeded: ticket.high >> 32), epoch: UInt32(truncatingIfNeeded: ticket.high), sequence: ticket.low)
-    }
+    init(_ ticket: DeliveryTicket) { self.init(rawValue: ticket.value) }
 }
 
 extension TopicPartition {

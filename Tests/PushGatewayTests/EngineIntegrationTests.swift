@@ -159,7 +159,7 @@ extension DeliveryEngine {
             let outcomes = log.all
             #expect(outcomes.count == 10_000)
             let failed = outcomes.filter { $0.result != .accepted }
-            #expect(Set(failed.map { Int($0.ticket.low) }) == invalid)
+            #expect(Set(failed.map { Int($0.ticket.value) }) == invalid)
             #expect(failed.allSatisfy {
                 if case .failed(.invalidToken, .invalidToken, _) = $0.result { true } else { false }
             })
@@ -187,9 +187,9 @@ extension DeliveryEngine {
             await engine.settle()
             let outcomes = log.all
             #expect(outcomes.count == count)
-            #expect(Set(outcomes.map(\.ticket.low)).count == count)
+            #expect(Set(outcomes.map(\.ticket.value)).count == count)
             let failed = outcomes.filter { $0.result != .accepted }
-            #expect(Set(failed.map { Int($0.ticket.low) }) == invalid)
+            #expect(Set(failed.map { Int($0.ticket.value) }) == invalid)
             #expect(failed.allSatisfy {
                 if case .failed(.invalidToken, _, _) = $0.result { true } else { false }
             })
@@ -343,7 +343,7 @@ extension DeliveryEngine {
             let expired = log.all.filter {
                 if case .failed(.expired, nil, _) = $0.result { true } else { false }
             }
-            #expect(Set(expired.map(\.ticket.low)) == Set(1...50))
+            #expect(Set(expired.map(\.ticket.value)) == Set(1...50))
             #expect(expired.allSatisfy { $0.attempts == 0 })
             #expect(Set(simulator.recorded.map { ticket(ofToken: $0.token) }) == Set(51...60))
         }
@@ -365,7 +365,7 @@ extension DeliveryEngine {
             #expect(simulator.recorded.isEmpty)
             #expect(log.count == 0)
             let unsettled = await engine.stop()
-            #expect(unsettled.map(\.ticket.low) == Array(1...5))
+            #expect(unsettled.map(\.ticket.value) == Array(1...5))
         }
     }
 
@@ -382,7 +382,7 @@ extension DeliveryEngine {
             #expect(simulator.recorded.isEmpty)
             #expect(log.count == 0)
             let unsettled = await engine.stop()
-            #expect(unsettled.map(\.ticket.low) == Array(1...5))
+            #expect(unsettled.map(\.ticket.value) == Array(1...5))
         }
     }
 

@@ -264,7 +264,7 @@ struct Connection {
         #expect(c.owner.read { $0.takes } == 1)
         #expect(c.ends.count == 1)
         #expect(c.ends[0].0 == .dropped(carriedNotifications: true))
-        #expect(c.ends[0].1.resend.map(\.ticket.low) == Array(1...UInt64(batch)))  // the batch written, to resend
+        #expect(c.ends[0].1.resend.map(\.ticket.value) == Array(1...UInt64(batch)))  // the batch written, to resend
         #expect(c.owner.read { $0.queue.count } == 2 * batch)  // the rest, left for another connection
         #expect(c.outcomes.isEmpty)
     }

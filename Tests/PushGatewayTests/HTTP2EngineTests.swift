@@ -141,7 +141,7 @@ import Testing
         #expect(r.outcomes.count == 500)
         for (ticket, outcomes) in r.outcomes {
             #expect(outcomes.count == 1)
-            let token = Self.token(Int(ticket.low))
+            let token = Self.token(Int(ticket.value))
             let outcome = outcomes[0]
             if unregistered.contains(token) {
                 #expect(outcome.result == .failed(.unregistered, status: nil, detail: "Unregistered"))

@@ -152,4 +152,38 @@ import Testing
         _ = l.resolve(t[0], outputs: 0)
         #expect(l.ticket(slot: slot, offset: 9) == t[2])
     }
+
+    /// A ticket keeps its place's low 32 bits: across 2^32 records of one epoch, tickets still find their records,
+    /// and the ticket of a record settled and gone settles nothing (its place, modulo 2^32, is behind the head).
+    @Test func ticketsFindTheirRecordsAcrossTheirPlacesWrap() {
+        var l = InFlightLedger<String>(groups: 1)
+        let slot = l.slot(for: p0)
+        l.partitions[Int(slot)].headSequence = UInt64(UInt32.max) - 1  // as after 2^32 - 2 records settled
+        let t = admit(&l, p0, 100...103)
+        #expect(t.map(\.sequence) == [UInt32.max - 1, UInt32.max, 0, 1])
+        #expect(l.resolve(t[3], outputs: 0)?.entry == "e103")
+        #expect(l.resolve(t[2], outputs: 0)?.entry == "e102")
+        #expect(l.committable(p0) == nil)
+        _ = l.resolve(t[0], outputs: 1)
+        _ = l.resolve(t[1], outputs: 0)
+        #expect(l.committable(p0) == nil)  // t[0]'s output event is not acknowledged yet
+        l.acknowledged(t[0])
+        #expect(l.committable(p0) == 104)
+        #expect(l.count == 0)
+        // Gone: a second acknowledgement or outcome of them changes nothing, and new records are found.
+        l.acknowledged(t[0])
+        #expect(l.resolve(t[2], outputs: 0) == nil)
+        let next = admit(&l, p0, [104])
+        #expect(next[0].sequence == 2)
+        #expect(l.entry(next[0]) == "e104")
+        #expect(l.entry(t[2]) == nil)
+    }
+
+    @Test func aTicketIsOneWord() {
+        #expect(MemoryLayout<LedgerTicket>.size == 8)
+        let t = LedgerTicket(slot: UInt32(LedgerTicket.slotLimit - 1), epoch: 4097, sequence: UInt64(UInt32.max) + 5)
+        #expect(t.slot == UInt32(LedgerTicket.slotLimit - 1))
+        #expect(t.epoch == 1)
+        #expect(t.sequence == 4)
+    }
 }

@@ -105,7 +105,7 @@ import Testing
         // An optional held event takes no byte more: the id's case has values to spare.
         #expect(MemoryLayout<HeldEvent?>.size == MemoryLayout<HeldEvent>.size)
         #expect(MemoryLayout<InFlightLedger<HeldEvent>.Record>.stride <= 48)
-        #expect(MemoryLayout<Delivery>.stride <= 32)
+        #expect(MemoryLayout<Delivery>.stride <= 24)
         #expect(MemoryLayout<FrameBlock.Header>.size == FrameBlock.headerSize && FrameBlock.headerSize == 8)
     }
 }
