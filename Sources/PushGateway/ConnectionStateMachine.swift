@@ -49,7 +49,7 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
 
     let acceptanceWindow: Duration
     let maxAttempts: Int
-    /// The notifications in flight, in send order: 32 bytes each. Their identifiers are not kept: identifiers are
+    /// The notifications in flight, in send order: 24 bytes each. Their identifiers are not kept: identifiers are
     /// given in send order (``identifier(after:by:)``), so the list's place says each one.
     private(set) var inFlight = ChunkedQueue<Delivery>()
     /// When `inFlight`'s notifications were written, oldest first: its counts add up to `inFlight.count`.
