@@ -48,19 +48,17 @@ public struct Delivery: Sendable {
     }
 
     /// UNIX seconds; 0 never expires.
-    public var expiration: UInt32 { frame.header.expiration }
+    public var expiration: UInt32 { frame.expiration }
 
     /// The frame's size in bytes.
-    var frameSize: Int { Int(frame.header.count) }
+    var frameSize: Int { frame.layout.count }
 
     /// Its device token, read from the frame when asked for.
     public var tokenSource: DeliveryTokenSource { DeliveryTokenSource(frame: frame) }
 
     /// Writes the frame with `identifier` into `buffer`.
     func write(identifier: UInt32, into buffer: inout ByteBuffer) {
-        let header = frame.header
-        let count = Int(header.count)
-        let identifierOffset = Int(header.identifierOffset)
+        let (count, identifierOffset) = frame.layout
         frame.withBytes { bytes in
             _ = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { out in
                 out.baseAddress!.copyMemory(from: bytes, byteCount: count)
@@ -73,34 +71,27 @@ public struct Delivery: Sendable {
     }
 }
 
-/// Frames in one allocation: each frame's 8-byte header (``FrameBlock/Header``) and then its bytes, one after the
-/// other. The pipeline encodes a poll's notifications for one app into one block, so a held notification costs its
-/// frame and 8 bytes, not an object of its own (16 bytes of object header, 8 of malloc's and its rounding). Each
-/// delivery keeps the block alive; it goes with the last of them. A batch's notifications for one app are sent,
-/// accepted or failed together, so a block is seldom kept for one frame long after the rest.
+/// Frames in one allocation, one after the other, each as the encoder wrote it (identifier 0): its size, where
+/// its identifier sits and its expiration are read back from its bytes (``FrameReference/layout``), so a held
+/// notification in the frame or enhanced format costs its frame alone. The simple format carries no expiration, so
+/// its frame is preceded by the notification's (4 bytes, host order). The pipeline encodes a poll's notifications
+/// for one app into one block, not an object each (16 bytes of object header, 8 of malloc's and its rounding).
+/// Each delivery keeps the block alive; it goes with the last of them. A batch's notifications for one app are
+/// sent, accepted or failed together, so a block is seldom kept for one frame long after the rest.
 ///
 /// Written only while its writer fills it, before any delivery of it is handed on; read only after.
 final class FrameBlock: ManagedBuffer<Int, UInt8> {
-    struct Header {
-        /// The frame's size in bytes (at most 2,177: a 100-byte token and a 2,048-byte payload).
-        let count: UInt16
-        /// Where the identifier sits (0 for the simple format, which has none: no identifier is at 0 in the other
-        /// formats, whose first byte is the command).
-        let identifierOffset: UInt16
-        /// UNIX seconds; 0 never expires.
-        let expiration: UInt32
-    }
+    /// The bytes kept before a frame in `format`: the simple format's expiration.
+    static func prefixSize(_ format: NotificationFormat) -> Int { format == .simple ? 4 : 0 }
 
-    static let headerSize = MemoryLayout<Header>.size
-
-    /// The bytes `notification` takes in a block in `format`: its header and its frame.
+    /// The bytes `notification` takes in a block in `format`.
     static func room(for notification: PushNotification, format: NotificationFormat) -> Int {
         room(tokenCount: notification.token.bytes.count, payloadCount: notification.payload.count, format: format)
     }
 
     /// The bytes a notification with a token and a payload of these sizes takes in a block in `format`.
     static func room(tokenCount: Int, payloadCount: Int, format: NotificationFormat) -> Int {
-        headerSize + PushNotification.encodedSize(format, tokenCount: tokenCount, payloadCount: payloadCount)
+        prefixSize(format) + PushNotification.encodedSize(format, tokenCount: tokenCount, payloadCount: payloadCount)
     }
 }
 
@@ -153,42 +144,70 @@ public struct FrameBlockWriter {
         priority: Priority, format: NotificationFormat
     ) -> Delivery {
         let size = PushNotification.encodedSize(format, tokenCount: token.count, payloadCount: payload.count)
-        precondition(used + FrameBlock.headerSize + size <= capacity, "a frame block written past the room it was made with")
-        // 0: the format carries no identifier (as in `Delivery.write`).
-        let identifierOffset = switch format {
-        case .frame: 5 + 3 + token.count + 3 + payload.count + 3
-        case .enhanced: 1
-        case .simple: 0
-        }
-        let start = used
+        let prefix = FrameBlock.prefixSize(format)
+        precondition(used + prefix + size <= capacity, "a frame block written past the room it was made with")
+        let start = used + prefix
         block.withUnsafeMutablePointerToElements { base in
-            let at = UnsafeMutableRawPointer(base + start)
-            at.storeBytes(
-                of: FrameBlock.Header(count: UInt16(size), identifierOffset: UInt16(identifierOffset), expiration: expiration),
-                as: FrameBlock.Header.self)
-            let frame = at + FrameBlock.headerSize
+            let frame = UnsafeMutableRawPointer(base + start)
+            if prefix != 0 { (frame - prefix).storeBytes(of: expiration, as: UInt32.self) }
             _ = NotificationEncoder.encode(
                 token: token, payload: payload, identifier: 0, expiration: expiration, priority: priority, format: format,
                 into: UnsafeMutableRawBufferPointer(start: frame, count: size))
         }
-        used += FrameBlock.headerSize + size
+        used = start + size
         return Delivery(ticket: ticket, frame: FrameReference(block: block, offset: UInt32(start)))
     }
 }
 
-/// Where a delivery's frame is: its block and the offset of its header there. Shared between threads: the block is
-/// written only while its writer fills it, before anyone else sees it (`ManagedBuffer` cannot say so itself).
+/// Where a delivery's frame is: its block and the offset of its first byte there. Shared between threads: the
+/// block is written only while its writer fills it, before anyone else sees it (`ManagedBuffer` cannot say so
+/// itself).
 struct FrameReference: @unchecked Sendable {
     let block: FrameBlock
     let offset: UInt32
 
-    var header: FrameBlock.Header {
-        block.withUnsafeMutablePointerToElements { base in UnsafeRawPointer(base + Int(offset)).loadUnaligned(as: FrameBlock.Header.self) }
-    }
-
     /// Calls `body` with the frame's first byte.
     func withBytes<R>(_ body: (UnsafeRawPointer) -> R) -> R {
-        block.withUnsafeMutablePointerToElements { base in body(UnsafeRawPointer(base + Int(offset) + FrameBlock.headerSize)) }
+        block.withUnsafeMutablePointerToElements { base in body(UnsafeRawPointer(base + Int(offset))) }
+    }
+
+    /// The frame's size, and where its identifier sits (0 for the simple format, which has none: no identifier is at
+    /// 0 in the other formats, whose first byte is the command), read from the lengths the encoder wrote.
+    var layout: (count: Int, identifierOffset: Int) {
+        withBytes { bytes in
+            switch bytes.load(as: UInt8.self) {
+            case 0:  // command, token length, token, payload length, payload
+                let tokenCount = Self.u16(bytes, 1)
+                return (1 + 2 + tokenCount + 2 + Self.u16(bytes, 3 + tokenCount), 0)
+            case 1:  // command, identifier, expiration, token length, token, payload length, payload
+                let tokenCount = Self.u16(bytes, 9)
+                return (11 + tokenCount + 2 + Self.u16(bytes, 11 + tokenCount), 1)
+            default:  // command, frame length, items: token, payload, identifier, expiration, priority
+                let tokenCount = Self.u16(bytes, 6)
+                let payloadCount = Self.u16(bytes, 5 + 3 + tokenCount + 1)
+                return (5 + Int(Self.u32(bytes, 1)), 5 + 3 + tokenCount + 3 + payloadCount + 3)
+            }
+        }
+    }
+
+    /// UNIX seconds; 0 never expires. From the frame, or for the simple format from the 4 bytes before it.
+    var expiration: UInt32 {
+        let identifierOffset = layout.identifierOffset
+        return withBytes { bytes in
+            switch bytes.load(as: UInt8.self) {
+            case 0: (bytes - 4).loadUnaligned(as: UInt32.self)
+            case 1: Self.u32(bytes, 5)
+            default: Self.u32(bytes, identifierOffset + 4 + 3)  // the identifier, then the expiration item's value
+            }
+        }
+    }
+
+    private static func u16(_ bytes: UnsafeRawPointer, _ at: Int) -> Int {
+        Int(UInt16(bigEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt16.self)))
+    }
+
+    private static func u32(_ bytes: UnsafeRawPointer, _ at: Int) -> UInt32 {
+        UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt32.self))
     }
 
     /// The device token it carries: every format has the token's length at a fixed place after its command.

@@ -32,7 +32,8 @@ import Testing
             let tokenBytes: [UInt8] = (0..<(1 + i % 40)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ i) }
             let alert = String(repeating: "x", count: i * 5)
             let payload = Array("{\"aps\":{\"alert\":\"\(alert)\"}}".utf8)
-            let expiration: UInt32 = format == .simple ? 0 : UInt32(1_900_000_000 + i)
+            // The simple format's frame has no expiration: the block keeps it before the frame.
+            let expiration = UInt32(1_900_000_000 + i)
             notifications.append(PushNotification(
                 token: try DeviceToken(bytes: tokenBytes), payload: payload, identifier: 0, expiration: expiration,
                 priority: .immediate))
@@ -97,15 +98,20 @@ import Testing
 
     /// What each held notification costs besides its frame: its ledger record and its connection's in-flight entry
     /// (its delivery alone: its place in the list gives its identifier, and a run of sends shares one send time,
-    /// kept apart), laid out so that the small fields
-    /// fill what the large ones leave; the frame adds its 8-byte header in its block (an object of its own would add
-    /// 24 and malloc's 8 and rounding). The ledger keeps no token: the frame has it.
+    /// kept apart), laid out so that the small fields fill what the large ones leave; in its block the frame takes
+    /// its own bytes alone (the simple format 4 more, for the expiration it does not carry; an object of its own
+    /// would add 24 and malloc's 8 and rounding). The ledger keeps no token: the frame has it.
     @Test func aHeldNotificationsRecordsStayCompact() {
         #expect(MemoryLayout<HeldEvent>.stride <= 32)
         // An optional held event takes no byte more: the id's case has values to spare.
         #expect(MemoryLayout<HeldEvent?>.size == MemoryLayout<HeldEvent>.size)
         #expect(MemoryLayout<InFlightLedger<HeldEvent>.Record>.stride <= 48)
         #expect(MemoryLayout<Delivery>.stride <= 24)
-        #expect(MemoryLayout<FrameBlock.Header>.size == FrameBlock.headerSize && FrameBlock.headerSize == 8)
+        let notification = PushNotification(
+            token: try! DeviceToken(bytes: Array(repeating: 7, count: 32)), payload: Array(repeating: 0x20, count: 300),
+            identifier: 0, expiration: 1, priority: .immediate)
+        for format in [NotificationFormat.frame, .enhanced, .simple] {
+            #expect(FrameBlockWriter.room(for: notification, format: format) == notification.encodedSize(format) + (format == .simple ? 4 : 0))
+        }
     }
 }
