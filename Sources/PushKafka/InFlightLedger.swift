@@ -55,18 +55,19 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
     // Everything is inlinable so that the ledger is specialised for its entry in the module that uses it: generic
     // code across the module boundary looked up type metadata and copied entries through witnesses on every call.
     // The entry first and the small fields after it: Swift lays fields out in this order, and each small field takes
-    // the next free bytes (48 bytes a record for the pipeline's 32-byte entry).
+    // the next free bytes (40 bytes a record for the pipeline's 28-byte entry).
     @usableFromInline
     struct Record: Sendable {
         @usableFromInline var entry: Entry?
-        @usableFromInline var group: Int32
-        /// Output events not yet acknowledged (a handful at most).
-        @usableFromInline var pendingOutputs: Int16 = 0
+        @usableFromInline var group: UInt16
+        /// Output events not yet acknowledged (a handful at most: an error or report event, a feedback event, a
+        /// suppression record).
+        @usableFromInline var pendingOutputs: UInt8 = 0
         @usableFromInline var outcomeKnown = false
         @usableFromInline var offset: Int64
 
         @inlinable
-        init(offset: Int64, group: Int32, entry: Entry?) {
+        init(offset: Int64, group: UInt16, entry: Entry?) {
             self.offset = offset
             self.group = group
             self.entry = entry
@@ -124,6 +125,7 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
     @inlinable
     public init(groups: Int = 0) {
         held = 0
+        precondition(groups < Int(UInt16.max), "more groups than a record can name")
         groupCounts = Array(repeating: 0, count: groups + 1)
     }
 
@@ -189,9 +191,9 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
         var forgotten: Int?
         if let last = partitions[s].lastOffset, offset <= last { forgotten = restart(s) }
         let sequence = partitions[s].headSequence + UInt64(partitions[s].records.count)
-        var record = Record(offset: offset, group: Int32(group), entry: entry)
+        var record = Record(offset: offset, group: UInt16(group), entry: entry)
         record.outcomeKnown = outcomeKnown
-        record.pendingOutputs = Int16(outputs)
+        record.pendingOutputs = UInt8(outputs)
         partitions[s].lastOffset = offset
         if record.isSettled && partitions[s].records.isEmpty {
             // Nothing ahead of it: it moves the committable offset at once and need not be kept.
@@ -234,7 +236,7 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
         guard !record.outcomeKnown else { return nil }
         let entry = record.entry.take()
         record.outcomeKnown = true
-        record.pendingOutputs += Int16(outputs(entry))
+        record.pendingOutputs += UInt8(outputs(entry))
         return (entry, record.offset)
     }
 
@@ -271,7 +273,7 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
     @inlinable
     public mutating func outputsPending(_ ticket: LedgerTicket, _ outputs: Int) {
         guard let (s, i) = locate(ticket), !partitions[s].records[i].isSettled else { return }
-        partitions[s].records[i].pendingOutputs += Int16(outputs)
+        partitions[s].records[i].pendingOutputs += UInt8(outputs)
     }
 
     /// The broker acknowledged an output event about the record (ignored for an ended epoch).

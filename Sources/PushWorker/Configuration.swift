@@ -183,6 +183,8 @@ public struct WorkerConfiguration: Sendable, Equatable {
             apps.append(app)
         }
         guard !apps.isEmpty else { throw ConfigurationError(key: "apps", "must list at least one app") }
+        // A held notification names its app's entry in two bytes.
+        guard apps.count <= 65_534 else { throw ConfigurationError(key: "apps", "lists \(apps.count) apps; at most 65,534") }
 
         let t = try r.section(top.take("tls"), path: "tls")
         caFile = try r.string(t, "ca_file")

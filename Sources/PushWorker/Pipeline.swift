@@ -39,10 +39,12 @@ public struct PipelineCounts: Sendable, Hashable {
 /// What the ledger keeps of a record while its notification is delivered: what its output events need, and no
 /// payload and no token (the engine holds the frame, and outcomes bring its token back).
 ///
-/// 32 bytes and, for the usual event, no heap object of its own: the event id is kept inline when it has at most
+/// 28 bytes and, for the usual event, no heap object of its own: the event id is kept inline when it has at most
 /// 16 bytes or is a UUID spelled canonically (36 characters, one case: kept as its 16 bytes); any other goes to an
 /// object of its own, in the same two words' place. Swift lays out fields in declaration order, each small field in
-/// the next free bytes, so the id's one-byte case comes first and the small fields fill what it leaves.
+/// the next free bytes, so the id's one-byte case comes first and the small fields fill what it leaves; the
+/// timestamp is kept in two 4-byte halves so that nothing rounds the event up to 32 bytes, and the ledger's own
+/// fields for the record fill the rest of its 40.
 struct HeldEvent: Sendable {
     /// The id's bytes (the kind says how they spell it), or the id itself when it does not fit.
     private enum StoredID: Sendable {
@@ -51,13 +53,17 @@ struct HeldEvent: Sendable {
     }
 
     private var storedID: StoredID
-    /// How `storedID`'s inline words spell the id (`.overflow` for a long one).
-    private var idKind: CompactIDKind
-    /// Its token is suppressed but was registered again since: once accepted, the suppression is lifted.
-    var liftsSuppression = false
-    private var endpointIndex: Int32
-    /// The Kafka record's timestamp, UNIX milliseconds (-1 when none).
-    var timestamp: Int64
+    /// How `storedID`'s inline words spell the id (`.overflow` for a long one) in the low 7 bits; whether the
+    /// event lifts a suppression in the high one.
+    private var flags: UInt8
+    private var endpointIndex: UInt16
+    private var timestampLow: UInt32
+    private var timestampHigh: Int32
+
+    private static let liftsBit: UInt8 = 0x80
+
+    /// The most endpoints a held event can name.
+    static let endpointLimit = Int(UInt16.max) - 1
 
     private final class LongID: Sendable {
         let id: String
@@ -66,12 +72,26 @@ struct HeldEvent: Sendable {
     }
 
     init(id: String, endpoint: Int, timestamp: Int64) {
-        self.endpointIndex = Int32(endpoint)
-        self.timestamp = timestamp
+        precondition(endpoint <= Self.endpointLimit, "an endpoint index beyond the configuration's limit")
+        endpointIndex = UInt16(endpoint)
+        timestampLow = UInt32(truncatingIfNeeded: timestamp)
+        timestampHigh = Int32(truncatingIfNeeded: timestamp >> 32)
         var words: (UInt64, UInt64) = (0, 0)
-        idKind = CompactIDKind.pack(id, into: &words)
-        storedID = idKind == .overflow ? .long(LongID(id)) : .inline(words.0, words.1)
+        let kind = CompactIDKind.pack(id, into: &words)
+        flags = kind.rawValue
+        storedID = kind == .overflow ? .long(LongID(id)) : .inline(words.0, words.1)
     }
+
+    private var idKind: CompactIDKind { CompactIDKind(rawValue: flags & ~Self.liftsBit) }
+
+    /// Its token is suppressed but was registered again since: once accepted, the suppression is lifted.
+    var liftsSuppression: Bool {
+        get { flags & Self.liftsBit != 0 }
+        set { flags = newValue ? flags | Self.liftsBit : flags & ~Self.liftsBit }
+    }
+
+    /// The Kafka record's timestamp, UNIX milliseconds (-1 when none).
+    var timestamp: Int64 { Int64(timestampHigh) << 32 | Int64(timestampLow) }
 
     /// The endpoint's index in the configuration.
     var endpoint: Int { Int(endpointIndex) }
@@ -85,13 +105,13 @@ struct HeldEvent: Sendable {
 }
 
 /// How an event id is kept in 16 bytes: its UTF-8 as it is (up to 16 bytes; the raw value is the length), a UUID
-/// in its canonical spelling as its 16 bytes (lowercase or uppercase digits), or not at all.
+/// in its canonical spelling as its 16 bytes (lowercase or uppercase digits), or not at all. Seven bits.
 struct CompactIDKind: Equatable, Sendable {
     let rawValue: UInt8
 
     static let lowercaseUUID = CompactIDKind(rawValue: 17)
     static let uppercaseUUID = CompactIDKind(rawValue: 18)
-    static let overflow = CompactIDKind(rawValue: .max)
+    static let overflow = CompactIDKind(rawValue: 0x7F)
 
     /// Packs `id` into `words` if it fits; the kind says how.
     static func pack(_ id: String, into words: inout (UInt64, UInt64)) -> CompactIDKind {
