@@ -84,6 +84,8 @@ public struct WorkerConfiguration: Sendable, Equatable {
 
     public var kafka = Kafka()
     public var apps: [App] = []
+    /// The most entries `apps` may list.
+    public static let maxApps = 65_534
     public var caFile: String?
     public var delivery = Delivery()
     /// The compacted topic of suppressed tokens shared by every instance (SPEC section 10); nil: no suppression.
@@ -122,7 +124,12 @@ public struct WorkerConfiguration: Sendable, Equatable {
         kafka.producerProperties = try r.stringMap(k, "producer_properties") ?? [:]
         try k.rejectUnknown()
 
-        for (index, node) in try r.list(top.take("apps"), path: "apps").enumerated() {
+        let appNodes = try r.list(top.take("apps"), path: "apps")
+        // A held notification names its app's entry in two bytes.
+        guard appNodes.count <= Self.maxApps else {
+            throw ConfigurationError(key: "apps", "lists \(appNodes.count) apps; at most \(Self.maxApps)")
+        }
+        for (index, node) in appNodes.enumerated() {
             let a = try r.section(node, path: "apps[\(index)]")
             func required(_ key: String) throws(ConfigurationError) -> String {
                 guard let value = try r.string(a, key) else { throw ConfigurationError(key: "\(a.path).\(key)", "is required") }
@@ -183,8 +190,6 @@ public struct WorkerConfiguration: Sendable, Equatable {
             apps.append(app)
         }
         guard !apps.isEmpty else { throw ConfigurationError(key: "apps", "must list at least one app") }
-        // A held notification names its app's entry in two bytes.
-        guard apps.count <= 65_534 else { throw ConfigurationError(key: "apps", "lists \(apps.count) apps; at most 65,534") }
 
         let t = try r.section(top.take("tls"), path: "tls")
         caFile = try r.string(t, "ca_file")

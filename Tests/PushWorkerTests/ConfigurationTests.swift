@@ -125,6 +125,9 @@ func problem(_ yaml: String, _ env: [String: String] = [:]) -> ConfigurationErro
 
     @Test func errorsNameTheKey() {
         #expect(problem(specExample + "\nextra: 1")?.key == "extra")
+        // More apps than a held notification can name: refused before any entry is read.
+        let tooMany = "[" + Array(repeating: "{}", count: WorkerConfiguration.maxApps + 1).joined(separator: ",") + "]"
+        #expect(problem(specExample, ["PUSHWORKER_APPS": tooMany])?.key == "apps")
         #expect(problem(specExample.replacingOccurrences(of: "group_id: pushworker", with: "group_id: pushworker\n  groupid: x"))?.key == "kafka.groupid")
         #expect(problem(specExample.replacingOccurrences(of: "connections: 2", with: "connections: many"))?.key == "apps[0].connections")
         #expect(problem(specExample.replacingOccurrences(of: "protocol: frame", with: "protocol: http2"))?.key == "apps[0].protocol")
