@@ -175,30 +175,35 @@ struct FrameReference: @unchecked Sendable {
     /// 0 in the other formats, whose first byte is the command), read from the lengths the encoder wrote.
     var layout: (count: Int, identifierOffset: Int) {
         withBytes { bytes in
-            switch bytes.load(as: UInt8.self) {
-            case 0:  // command, token length, token, payload length, payload
-                let tokenCount = Self.u16(bytes, 1)
-                return (1 + 2 + tokenCount + 2 + Self.u16(bytes, 3 + tokenCount), 0)
-            case 1:  // command, identifier, expiration, token length, token, payload length, payload
-                let tokenCount = Self.u16(bytes, 9)
-                return (11 + tokenCount + 2 + Self.u16(bytes, 11 + tokenCount), 1)
-            default:  // command, frame length, items: token, payload, identifier, expiration, priority
-                let tokenCount = Self.u16(bytes, 6)
-                let payloadCount = Self.u16(bytes, 5 + 3 + tokenCount + 1)
-                return (5 + Int(Self.u32(bytes, 1)), 5 + 3 + tokenCount + 3 + payloadCount + 3)
+            let command = bytes.load(as: UInt8.self)
+            let tokenAt = Self.tokenLengthOffset(command)
+            // The payload's length follows the token in every format (in the frame format, after its item id).
+            let payloadAt = tokenAt + 2 + Self.u16(bytes, tokenAt) + (command >= 2 ? 1 : 0)
+            let payloadEnd = payloadAt + 2 + Self.u16(bytes, payloadAt)
+            return switch command {
+            case 0, 1: (payloadEnd, Int(command))  // the enhanced format's identifier right after its command
+            default: (5 + Int(Self.u32(bytes, 1)), payloadEnd + 3)  // the identifier item follows the payload
             }
         }
     }
 
     /// UNIX seconds; 0 never expires. From the frame, or for the simple format from the 4 bytes before it.
     var expiration: UInt32 {
-        let identifierOffset = layout.identifierOffset
-        return withBytes { bytes in
+        withBytes { bytes in
             switch bytes.load(as: UInt8.self) {
             case 0: (bytes - 4).loadUnaligned(as: UInt32.self)
             case 1: Self.u32(bytes, 5)
-            default: Self.u32(bytes, identifierOffset + 4 + 3)  // the identifier, then the expiration item's value
+            default: Self.u32(bytes, layout.identifierOffset + 4 + 3)  // the identifier, then the expiration item's value
             }
+        }
+    }
+
+    /// Where the token's 2-byte length sits in a frame of `command`'s format.
+    private static func tokenLengthOffset(_ command: UInt8) -> Int {
+        switch command {
+        case 0: 1  // command, length
+        case 1: 9  // command, identifier, expiration, length
+        default: 6  // command, frame length, item id, item length
         }
     }
 
@@ -210,18 +215,13 @@ struct FrameReference: @unchecked Sendable {
         UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt32.self))
     }
 
-    /// The device token it carries: every format has the token's length at a fixed place after its command.
+    /// The device token it carries.
     var token: DeviceToken {
         withBytes { bytes in
-            let lengthOffset = switch bytes.load(as: UInt8.self) {
-            case 0: 1  // command, length
-            case 1: 9  // command, identifier, expiration, length
-            default: 6  // command, frame length, item id, item length
-            }
-            let count = Int(bytes.load(fromByteOffset: lengthOffset, as: UInt8.self)) << 8
-                | Int(bytes.load(fromByteOffset: lengthOffset + 1, as: UInt8.self))
+            let lengthOffset = Self.tokenLengthOffset(bytes.load(as: UInt8.self))
             // Written from a valid token when the frame was made.
-            return try! DeviceToken(bytes: Array(UnsafeRawBufferPointer(start: bytes + lengthOffset + 2, count: count)))
+            return try! DeviceToken(
+                bytes: Array(UnsafeRawBufferPointer(start: bytes + lengthOffset + 2, count: Self.u16(bytes, lengthOffset))))
         }
     }
 }

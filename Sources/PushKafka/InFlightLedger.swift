@@ -52,6 +52,9 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
     @inlinable
     public static var noGroup: Group { 0 }
 
+    /// The most groups a ledger can count in (besides ``noGroup``): a record names its group in two bytes.
+    public static var groupLimit: Int { Int(UInt16.max) - 1 }
+
     // Everything is inlinable so that the ledger is specialised for its entry in the module that uses it: generic
     // code across the module boundary looked up type metadata and copied entries through witnesses on every call.
     // The entry first and the small fields after it: Swift lays fields out in this order, and each small field takes
@@ -125,7 +128,7 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
     @inlinable
     public init(groups: Int = 0) {
         held = 0
-        precondition(groups < Int(UInt16.max), "more groups than a record can name")
+        precondition(groups <= Self.groupLimit, "more groups than a record can name")
         groupCounts = Array(repeating: 0, count: groups + 1)
     }
 

@@ -1,5 +1,6 @@
 import PushCore
 import PushGateway
+import PushKafka
 import Yams
 
 /// The worker's configuration (SPEC section 7): a YAML file, every key also settable from the environment
@@ -84,8 +85,8 @@ public struct WorkerConfiguration: Sendable, Equatable {
 
     public var kafka = Kafka()
     public var apps: [App] = []
-    /// The most entries `apps` may list.
-    public static let maxApps = 65_534
+    /// The most entries `apps` may list: each is a group of the in-flight ledger.
+    public static let maxApps = InFlightLedger<Never>.groupLimit
     public var caFile: String?
     public var delivery = Delivery()
     /// The compacted topic of suppressed tokens shared by every instance (SPEC section 10); nil: no suppression.
@@ -125,7 +126,6 @@ public struct WorkerConfiguration: Sendable, Equatable {
         try k.rejectUnknown()
 
         let appNodes = try r.list(top.take("apps"), path: "apps")
-        // A held notification names its app's entry in two bytes.
         guard appNodes.count <= Self.maxApps else {
             throw ConfigurationError(key: "apps", "lists \(appNodes.count) apps; at most \(Self.maxApps)")
         }
