@@ -197,7 +197,7 @@ public final class Pipeline: RecordSink {
         ($0, Counter(label: "pushworker_delivery_errors_total", dimensions: [("reason", $0.rawValue)]))
     })
     /// From the Kafka record's timestamp to acceptance by the gateway.
-    private let latency = Timer(label: "pushworker_delivery_latency_seconds")
+    private let latency = LatencyHistograms.process.histogram("pushworker_delivery_latency_seconds")
     /// Outcome batches resolved in the ledger whose output events are still being built (on NIO's thread pool,
     /// off the event loops that report outcomes).
     private let outputsPending = Atomic<Int>(0)
@@ -780,7 +780,8 @@ public final class Pipeline: RecordSink {
         let now = wallClock()
         var messages: [OutgoingMessage] = []
         var accepted = acceptedTimestamps.count
-        for timestamp in acceptedTimestamps where timestamp > 0 { latency.recordMilliseconds(max(0, now - timestamp)) }
+        var latencies = LatencyHistogram.Batch()
+        for timestamp in acceptedTimestamps where timestamp > 0 { latencies.record(milliseconds: now - timestamp) }
         var reasons: [DeliveryErrorReason] = []
         var suppressions: [SuppressionEntry] = []
         for (outcome, ticket, entry, source, suppressionRecord) in resolved {
@@ -794,7 +795,7 @@ public final class Pipeline: RecordSink {
                     messages.append(OutgoingMessage(topic: suppressionTopic, key: key, value: nil, ticket: ticket))
                     suppressions.append(.lift(SuppressionKey(app: endpoint.app, environment: endpoint.environment, token: token)))
                 }
-                if entry.timestamp > 0 { latency.recordMilliseconds(max(0, now - entry.timestamp)) }
+                if entry.timestamp > 0 { latencies.record(milliseconds: now - entry.timestamp) }
                 if let reportTopic {
                     let report = DeliveryReport(
                         eventID: entry.id, app: endpoint.app, environment: endpoint.environment, token: token,
@@ -824,6 +825,7 @@ public final class Pipeline: RecordSink {
         // A lifted suppression ends here at once; the others when they read the tombstone.
         suppression?.apply(suppressions)
         producer.produce(messages)
+        latency.record(latencies)
         record(accepted: accepted, errors: reasons)
     }
 

@@ -74,6 +74,7 @@ public final class Worker: Sendable {
                 lag.record(consumer.lag)
                 var out: [UInt8] = []
                 registry?.emit(into: &out)
+                LatencyHistograms.process.emit(into: &out)
                 return out
             },
             readiness: { [consumer, pipeline, suppression] in

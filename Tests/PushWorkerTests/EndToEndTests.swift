@@ -101,7 +101,11 @@ import Testing
         #expect(metrics.body.contains("pushworker_notifications_accepted_total \(valid)"), "\(metrics.body.prefix(2000))")
         #expect(metrics.body.contains("pushworker_delivery_errors_total{reason=\"malformed_event\"} 1"))
         #expect(metrics.body.contains("pushworker_resends_total"))
-        #expect(metrics.body.contains("pushworker_delivery_latency_seconds_bucket"))
+        // Every accepted notification's latency, counted a batch at a time, once in the exposition.
+        #expect(metrics.body.contains("# TYPE pushworker_delivery_latency_seconds histogram\n"))
+        #expect(metrics.body.contains("pushworker_delivery_latency_seconds_bucket{le=\"+Inf\"} \(valid)\n"))
+        #expect(metrics.body.contains("pushworker_delivery_latency_seconds_count \(valid)\n"))
+        #expect(metrics.body.components(separatedBy: "# TYPE pushworker_delivery_latency_seconds ").count == 2)
         #expect(metrics.body.contains("pushworker_consumer_lag 0"))
         #expect(try httpGet(port: httpPort, "/healthz").status == 200)
         let ready = try httpGet(port: httpPort, "/readyz")

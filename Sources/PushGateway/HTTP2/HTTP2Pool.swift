@@ -275,10 +275,11 @@ final class HTTP2Pool: Sendable {
             var retire = false
             /// Answers 429, by their index in `decisions`: their resends wait their token's delay.
             var tooManyRequests: [Int] = []
+            var latencies = LatencyHistogram.Batch()
             for answer in answers {
                 var delivery = answer.delivery
                 let response = answer.response
-                metrics.latency.recordNanoseconds(answer.latency)
+                latencies.record(nanoseconds: answer.latency)
                 let (decision, effects) = policy.decide(response, for: &delivery, now: now, nowMilliseconds: now * 1000)
                 counts[ResponseKey(status: response.status, reason: response.reason), default: 0] += 1
                 if let r = effects.credentialsRefused { refused = r } else if response.status == 200 { successes += 1 }
@@ -309,6 +310,7 @@ final class HTTP2Pool: Sendable {
                 return counts.map { key, n in (s.responseCounter(key, app: "\(endpoint.key)"), n) }
             }
             for (counter, n) in counters { counter.increment(by: Int64(n)) }
+            metrics.latency.record(latencies)
             if let refused {
                 logger.error("the provider API refused the app's credentials", metadata: ["app": "\(endpoint.key)", "reason": "\(refused)"])
             }
@@ -414,7 +416,7 @@ final class HTTP2PoolMetrics: Sendable {
     let tokenRenewals: Counter
     private let renewalsCounted = Atomic<Int>(0)
     /// From a stream's opening to its response.
-    let latency: Timer
+    let latency: LatencyHistogram
 
     /// A token was taken for a batch of requests: its age, and the renewals since the last look.
     func tokenUsed(_ tokens: ProviderTokenCache, now: Int64) {
@@ -433,6 +435,6 @@ final class HTTP2PoolMetrics: Sendable {
         }
         tokenAge = Gauge(label: "pushworker_provider_token_age_seconds", dimensions: [("app", app)])
         tokenRenewals = Counter(label: "pushworker_provider_token_renewals_total", dimensions: [("app", app)])
-        latency = Timer(label: "pushworker_http2_response_latency_seconds", dimensions: [("app", app)])
+        latency = LatencyHistograms.process.histogram("pushworker_http2_response_latency_seconds", labels: [("app", app)])
     }
 }
