@@ -179,7 +179,10 @@ public final class Pipeline: RecordSink {
     private let state: Mutex<Ledger>
     private let counts = Mutex(PipelineCounts())
     /// Validates against the frame format's limits, before the app is known.
-    private let frameDecoder = EventDecoder(format: .frame)
+    /// Decoders for the frame format's limits (every event is read by it first) and HTTP/2's, with the configured
+    /// apps' names known (an event's `app` is then no string of its own).
+    private let frameDecoder: EventDecoder
+    private let http2Decoder: EventDecoder
     /// Per endpoint, the decoder of its format when that is not the frame format (its own limits apply).
     private let legacyDecoders: [EventDecoder?]
     fileprivate let endpointFormats: [NotificationFormat]
@@ -224,7 +227,15 @@ public final class Pipeline: RecordSink {
         reportTopic = configuration.deliveryReportTopic.map { producer.topic($0) }
         feedbackTopic = configuration.feedbackTopic.map { producer.topic($0) }
         http2Apps = configuration.endpoints.map { e in e.http2.map { HTTP2AppSettings(bundleID: e.app, mdmTopic: $0.topic) } }
-        legacyDecoders = configuration.endpoints.map { $0.format == .frame ? nil : EventDecoder(format: $0.format) }
+        let knownApps = KnownNames(configuration.endpoints.map(\.app))
+        func decoder(_ decoder: EventDecoder) -> EventDecoder {
+            var decoder = decoder
+            decoder.knownApps = knownApps
+            return decoder
+        }
+        frameDecoder = decoder(EventDecoder(format: .frame))
+        http2Decoder = decoder(.http2)
+        legacyDecoders = configuration.endpoints.map { $0.format == .frame ? nil : decoder(EventDecoder(format: $0.format)) }
         endpointFormats = configuration.endpoints.map(\.format)
         endpointKeys = configuration.endpoints.map(\.key)
         directory = EndpointDirectory(configuration.endpoints)
@@ -513,7 +524,7 @@ public final class Pipeline: RecordSink {
     private func decodeHTTP2(
         _ value: UnsafeRawBufferPointer, endpoint index: Int, timestamp: Int64, now: Int64, source: () -> RecordSource
     ) -> Decoded {
-        switch EventDecoder.http2.decode(value) {
+        switch http2Decoder.decode(value) {
         case .failure(let rejection):
             return rejected(rejection, value, endpoint: index, now: now, source: source)
         case .success(let event):

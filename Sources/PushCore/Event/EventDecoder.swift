@@ -20,6 +20,8 @@ public struct EventDecoder: Sendable {
     /// them as priority 10 (seeds), which is not allowed for a notification whose `aps` holds only
     /// `content-available`: such an event is `invalid_priority` there, whatever priority it names.
     public var carriesPriority: Bool
+    /// Apps whose names are given back as these strings (``KnownNames``); any other name is decoded as written.
+    public var knownApps = KnownNames()
 
     public init(format: NotificationFormat = .frame) {
         self.payloadLimit = format.maxPayloadSize
@@ -51,7 +53,7 @@ public struct EventDecoder: Sendable {
     }
 
     public func decode(_ bytes: UnsafeRawBufferPointer) -> Result<NotificationEvent, EventRejection> {
-        var scan = EventScan(reader: JSONReader(bytes))
+        var scan = EventScan(reader: JSONReader(bytes), knownApps: knownApps)
         do {
             try scan.readEvent()
         } catch {
@@ -65,7 +67,7 @@ public struct EventDecoder: Sendable {
     /// `staging` is left as it was). The worker stages a poll's notifications in one buffer and encodes their frames
     /// from there.
     public func decode(_ bytes: UnsafeRawBufferPointer, staging: inout [UInt8]) -> Result<StagedNotification, EventRejection> {
-        var scan = EventScan(reader: JSONReader(bytes))
+        var scan = EventScan(reader: JSONReader(bytes), knownApps: knownApps)
         do {
             try scan.readEvent()
         } catch {
@@ -283,8 +285,11 @@ private struct EventScan {
     /// The alert text that truncation may shorten (`alert`, or `alert.body`).
     var alertText: JSONString?
 
-    init(reader: JSONReader) {
+    let knownApps: KnownNames
+
+    init(reader: JSONReader, knownApps: KnownNames = KnownNames()) {
         self.reader = reader
+        self.knownApps = knownApps
     }
 
     private mutating func problem(_ field: EventField, _ text: String) {
@@ -352,7 +357,10 @@ private struct EventScan {
             }
         case .app:
             guard kind == .string else { return try wrongType(field, expected: "a string") }
-            let text = reader.string(try reader.readString())
+            let token = try reader.readString()
+            let known = token.hasEscapes
+                ? nil : knownApps.name(matching: UnsafeRawBufferPointer(rebasing: reader.bytes[token.start..<token.end]))
+            let text = known ?? reader.string(token)
             if text.isEmpty { problem(field, "field 'app' is empty") } else { app = text }
         case .environment:
             guard kind == .string else { return try wrongType(field, expected: "\"production\" or \"sandbox\"") }

@@ -110,3 +110,59 @@ import Testing
         }
     }
 }
+
+/// An event's `app` given back as the configured name's own string when its bytes match (no string made per event).
+@Suite struct KnownAppTests {
+    static let long = "com.example.notifications.ios"  // longer than 15 bytes: a string of its own would be allocated
+    static let token = String(repeating: "ab", count: 32)
+
+    /// Where a string's bytes are: the same for two strings that share their storage.
+    static func storage(_ text: String) -> UnsafeRawPointer? {
+        text.utf8.withContiguousStorageIfAvailable { UnsafeRawPointer($0.baseAddress) } ?? nil
+    }
+
+    static func event(app: String) -> String {
+        #"{"id":"e1","app":"\#(app)","token":"\#(token)","payload":{"aps":{"alert":"hi"}}}"#
+    }
+
+    @Test func aKnownAppIsTheConfiguredStringByBothDecodingPaths() throws {
+        let known = String(decoding: Array(Self.long.utf8), as: UTF8.self)  // a native string of its own
+        var decoder = EventDecoder()
+        decoder.knownApps = KnownNames(["other.app", known, known])
+        let json = Self.event(app: Self.long)
+        let decoded = try decoder.decode(json).get()
+        #expect(decoded.app == Self.long)
+        #expect(Self.storage(decoded.app) == Self.storage(known))
+        var staging: [UInt8] = []
+        let staged = try Array(json.utf8).withUnsafeBytes { decoder.decode($0, staging: &staging) }.get()
+        #expect(Self.storage(staged.app) == Self.storage(known))
+        // Without the known names, the same event's app is a string of its own.
+        #expect(Self.storage(try EventDecoder().decode(json).get().app) != Self.storage(known))
+    }
+
+    @Test func otherNamesAreDecodedAsWritten() throws {
+        var decoder = EventDecoder()
+        decoder.knownApps = KnownNames([Self.long])
+        for app in ["com.example.notifications.io", "com.example.notifications.ios2", "x"] {
+            let decoded = try decoder.decode(Self.event(app: app)).get()
+            #expect(decoded.app == app)
+            #expect(Self.storage(decoded.app) != Self.storage(Self.long))
+        }
+        // Escaped, the same name decodes to an equal string (found by value afterwards).
+        let escaped = Self.long.replacingOccurrences(of: ".", with: #"\u002e"#)
+        #expect(try decoder.decode(Self.event(app: escaped)).get().app == Self.long)
+    }
+
+    @Test func manyNamesAreFoundByTheirHash() {
+        let names = (0..<200).map { "com.example.app\($0).with.a.long.name" }
+        let known = KnownNames(names)
+        for name in names {
+            let found = Array(name.utf8).withUnsafeBytes { known.name(matching: $0) }
+            #expect(found == name)
+            #expect(found.map(Self.storage) == Self.storage(name))
+        }
+        for stranger in ["com.example.app200.with.a.long.name", "com.example.app1.with.a.long.nam", ""] {
+            #expect(Array(stranger.utf8).withUnsafeBytes { known.name(matching: $0) } == nil)
+        }
+    }
+}
