@@ -5,10 +5,11 @@ import PushCore
 /// Decode and validate alone, in CPU time of this thread (not wall clock: the machines these run on are shared, and
 /// the benchmark harness's CPU metric counts in 10 ms steps), the best of seven runs of 200,000 decodes, for two
 /// events: the typical one (many keys, an alert dictionary) and the end-to-end benchmark's (few keys, a 220-byte
-/// string). Compare two builds alternately:
+/// string), and the latter with a 29-byte app name, decoded as written and known to the decoder as the worker's are
+/// (`long-app`, `long-app-known`). Compare two builds alternately:
 ///
 ///     PUSHWORKER_BENCHMARKS=1 swift build -c release --scratch-path .build-bench --product DecodeLoop
-///     .build-bench/release/DecodeLoop [typical|e2e]
+///     .build-bench/release/DecodeLoop [typical|e2e|long-app|long-app-known]
 func threadCPUNanoseconds() -> UInt64 {
     var t = timespec()
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
@@ -16,8 +17,18 @@ func threadCPUNanoseconds() -> UInt64 {
 }
 
 let decoder = EventDecoder(format: .frame)
+let longApp = "com.example.notifications.ios"
+let longAppEvent = Array(String(decoding: endToEndEvent, as: UTF8.self)
+    .replacingOccurrences(of: #""app":"com.example.app""#, with: #""app":"\#(longApp)""#).utf8)
+precondition(longAppEvent != endToEndEvent)
+var knowing = decoder
+knowing.knownApps = KnownNames([longApp])
 let only = CommandLine.arguments.dropFirst().first
-for (name, event) in [("typical", typicalEvent), ("e2e", endToEndEvent)] where only == nil || only == name {
+let cases = [
+    ("typical", typicalEvent, decoder), ("e2e", endToEndEvent, decoder),
+    ("long-app", longAppEvent, decoder), ("long-app-known", longAppEvent, knowing),
+]
+for (name, event, decoder) in cases where only == nil || only == name {
     var best = UInt64.max
     for _ in 0..<7 {
         let count: UInt64 = 200_000
