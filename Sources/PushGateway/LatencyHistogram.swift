@@ -29,12 +29,14 @@ public final class LatencyHistogram: Sendable {
         /// Nanoseconds (a double: exact to 2^53, and no overflow), in seconds once per batch.
         fileprivate var sumNanoseconds = 0.0
 
-        public init() { buckets = [Int](repeating: 0, count: LatencyHistogram.boundsNanoseconds.count + 1) }
+        /// The bounds, looked up once per batch (not a global's lazy initialisation check per observation).
+        private let bounds = LatencyHistogram.boundsNanoseconds
+
+        public init() { buckets = [Int](repeating: 0, count: bounds.count + 1) }
 
         /// One observation; a negative one (a clock that went back) counts as 0.
         public mutating func record(nanoseconds: Int64) {
             let value = max(0, nanoseconds)
-            let bounds = LatencyHistogram.boundsNanoseconds
             var bucket = 0
             while bucket < bounds.count && value > bounds[bucket] { bucket += 1 }
             buckets[bucket] += 1
