@@ -1,5 +1,4 @@
 import Crdkafka
-import DequeModule
 import Foundation
 import Logging
 import Synchronization
@@ -42,13 +41,12 @@ public struct OutgoingMessage: Sendable {
 /// Everything touching librdkafka happens on the producer's own thread, which keeps the topic handles.
 public final class KafkaProducer: Sendable {
     private nonisolated(unsafe) let client: OpaquePointer
-    private let outbox = Mutex(Deque<OutgoingMessage>())
+    private let outbox = Mutex(ProducerOutbox())
     private let topicNames = Mutex<[String]>([])
     private let ticketHandler = Mutex<(@Sendable ([LedgerTicket]) -> Void)?>(nil)
     private let thread: ProducerThreadState
     private let stopRequested = Atomic<Bool>(false)
     private let logger: Logger
-    private let inFlight = Atomic<Int>(0)
 
     public init(properties: [String: String], logger: Logger = Logger(label: "pushworker.kafka.producer")) throws(KafkaError) {
         try LibRDKafka.checkVersion()
@@ -92,8 +90,10 @@ public final class KafkaProducer: Sendable {
         outbox.withLock { $0.append(message) }
     }
 
-    /// Messages handed to librdkafka and not yet acknowledged, plus those waiting in the outbox.
-    public var unacknowledged: Int { inFlight.load(ordering: .relaxed) + outbox.withLock { $0.count } }
+    /// Messages not yet acknowledged by the broker: waiting in the outbox, being produced, or produced and awaiting
+    /// the broker's answer (``ProducerOutbox``). An acknowledged message stops counting once the ticket handler or
+    /// its callback has run.
+    public var unacknowledged: Int { outbox.withLock { $0.unacknowledged } }
 
     /// Produces on a dedicated thread until ``stop()`` or cancellation, then flushes what is queued (up to
     /// `flushTimeout`).
@@ -129,7 +129,7 @@ public final class KafkaProducer: Sendable {
 
     private func handOver() {
         if !thread.acknowledged.isEmpty {
-            inFlight.subtract(thread.acknowledged.count, ordering: .relaxed)
+            let count = thread.acknowledged.count
             let tickets = thread.acknowledged.compactMap { m -> LedgerTicket? in
                 if case .ticket(let t) = m.acknowledgement { return t }
                 if case .callback(let callback) = m.acknowledgement { callback() }
@@ -137,9 +137,9 @@ public final class KafkaProducer: Sendable {
             }
             thread.acknowledged.removeAll(keepingCapacity: true)
             if !tickets.isEmpty, let handler = ticketHandler.withLock({ $0 }) { handler(tickets) }
+            outbox.withLock { $0.acknowledged(count) }
         }
         if !thread.failed.isEmpty {
-            inFlight.subtract(thread.failed.count, ordering: .relaxed)
             for (message, error) in thread.failed {
                 logger.warning("delivery failed; producing it again", metadata: [
                     "topic": "\(topicName(message.topic))", "attempts": "\(message.attempts)", "error": "\(String(cString: rd_kafka_err2str(error)))",
@@ -147,7 +147,7 @@ public final class KafkaProducer: Sendable {
             }
             let again = thread.failed.map(\.0)
             thread.failed.removeAll(keepingCapacity: true)
-            outbox.withLock { $0.append(contentsOf: again) }
+            outbox.withLock { $0.failed(again) }
         }
     }
 
@@ -166,11 +166,7 @@ public final class KafkaProducer: Sendable {
 
     private func drainOutbox() {
         while true {
-            let batch = outbox.withLock { o -> [OutgoingMessage] in
-                let n = Swift.min(o.count, 1024)
-                defer { o.removeFirst(n) }
-                return Array(o.prefix(n))
-            }
+            let batch = outbox.withLock { $0.take(max: 1024) }
             if batch.isEmpty { return }
             for (index, message) in batch.enumerated() {
                 let slot = thread.hold(message)
@@ -179,12 +175,9 @@ public final class KafkaProducer: Sendable {
                         produceRaw(topic: message.topic, value: message.value == nil ? nil : value, key: message.key == nil ? nil : key, opaque: slot)
                     }
                 }
-                if error == RD_KAFKA_RESP_ERR_NO_ERROR {
-                    inFlight.add(1, ordering: .relaxed)
-                    continue
-                }
+                if error == RD_KAFKA_RESP_ERR_NO_ERROR { continue }
                 _ = thread.release(slot)
-                outbox.withLock { $0.insert(contentsOf: batch[index...], at: 0) }
+                outbox.withLock { $0.giveBack(batch[index...]) }
                 if error != RD_KAFKA_RESP_ERR__QUEUE_FULL {
                     logger.warning("produce failed; will retry", metadata: ["topic": "\(topicName(message.topic))", "error": "\(String(cString: rd_kafka_err2str(error)))"])
                 }

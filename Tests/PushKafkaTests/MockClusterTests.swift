@@ -310,3 +310,36 @@ import Testing
         #expect(distinct == 1000)
     }
 }
+
+/// A graceful shutdown waits until the producer has nothing unacknowledged; the records an acknowledgement settles
+/// must have heard of it by then, so a message stops counting only after its ticket was handed over.
+@Suite struct ProducerAcknowledgementTests {
+    @Test(.timeLimit(.minutes(1))) func messagesCountAsUnacknowledgedUntilTheirTicketsAreHandedOver() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("outputs", partitions: 2)
+        let producer = try KafkaProducer(properties: ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"])
+        let count = 500
+        let (handedOver, continuation) = AsyncStream.makeStream(of: (tickets: Int, unacknowledged: Int).self)
+        // The handler runs on the producer thread; the producer is read there, not retained by it.
+        producer.onAcknowledged { [weak producer] tickets in
+            continuation.yield((tickets.count, producer?.unacknowledged ?? -1))
+        }
+        let topic = producer.topic("outputs")
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await producer.run() }
+            producer.produce((0..<count).map {
+                OutgoingMessage(topic: topic, key: Array("k\($0)".utf8), value: Array("v\($0)".utf8), ticket: LedgerTicket(rawValue: UInt64($0)))
+            })
+            var tickets = 0
+            for await (n, unacknowledged) in handedOver {
+                #expect(unacknowledged >= n, "the messages whose tickets are being handed over still count")
+                tickets += n
+                if tickets >= count { break }
+            }
+            #expect(tickets == count)
+            producer.stop()
+            try await group.waitForAll()
+        }
+        #expect(producer.unacknowledged == 0)
+    }
+}
