@@ -45,7 +45,8 @@ public final class LatencyHistogram: Sendable {
         }
 
         public mutating func record(milliseconds: Int64) {
-            record(nanoseconds: milliseconds.multipliedReportingOverflow(by: 1_000_000).overflow ? .max : milliseconds * 1_000_000)
+            let (nanoseconds, overflow) = milliseconds.multipliedReportingOverflow(by: 1_000_000)
+            record(nanoseconds: overflow ? (milliseconds < 0 ? 0 : .max) : nanoseconds)
         }
     }
 

@@ -12,20 +12,21 @@ import Testing
         batch.record(milliseconds: 10_001)  // beyond the last bound: +Inf only
         batch.record(milliseconds: 700)  // le="1.0"
         batch.record(milliseconds: .max)  // overflows nanoseconds: the largest, +Inf only
-        #expect(batch.count == 6)
+        batch.record(milliseconds: .min)  // overflows the other way: 0
+        #expect(batch.count == 7)
         histogram.record(batch)
         let (count, atMost, sum) = histogram.snapshot
-        #expect(count == 6)
+        #expect(count == 7)
         // Bounds 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000 ms.
-        #expect(atMost == [2, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4])
+        #expect(atMost == [3, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5])
         #expect(sum > 9_223_372_000 && sum < 9_223_373_000)  // Int64.max nanoseconds dominates
 
         var second = LatencyHistogram.Batch()
         second.record(milliseconds: 30)
         histogram.record(second)
         histogram.record(LatencyHistogram.Batch())  // empty: nothing
-        #expect(histogram.snapshot.count == 7)
-        #expect(histogram.snapshot.atMost == [2, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5])  // 30 ms: le="0.05"
+        #expect(histogram.snapshot.count == 8)
+        #expect(histogram.snapshot.atMost == [3, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6])  // 30 ms: le="0.05"
     }
 
     @Test func batchesFromManyThreadsAddUp() async {
