@@ -374,7 +374,9 @@ public final class Pipeline: RecordSink {
     fileprivate enum Decoded {
         /// Encoded once the batch is decoded: the batch's frames for one endpoint go into one block.
         case deliver(HeldEvent, StagedFrame)
-        case deliverHTTP2(HeldEvent, HTTP2Delivery)
+        /// Its request went to the batch's `requests` (a decoded record is moved as a value per record: it is kept
+        /// small, without the request's 120 bytes).
+        case deliverHTTP2(HeldEvent)
         indirect case reject(DeliveryErrorEvent)
     }
 
@@ -446,7 +448,7 @@ public final class Pipeline: RecordSink {
         /// Decodes one record of the current run.
         mutating func add(offset: Int64, timestamp: Int64, value: UnsafeRawBufferPointer, _ pipeline: Pipeline) {
             let partition = runs[runs.count - 1].partition
-            let decoded = pipeline.decode(value, timestamp: timestamp, now: now, staging: &staging) {
+            let decoded = pipeline.decode(value, timestamp: timestamp, now: now, staging: &staging, requests: &requests) {
                 RecordSource(topic: partition.topic, partition: partition.partition, offset: offset)
             }
             switch consume decoded {
@@ -455,8 +457,7 @@ public final class Pipeline: RecordSink {
                     tokenCount: frame.token.count, payloadCount: frame.payload.count, format: pipeline.endpointFormats[held.endpoint])
                 frames.append(PendingFrame(endpoint: held.endpoint, room: room, frame: frame))
                 records.append((offset, .deliver(held)))
-            case .deliverHTTP2(let held, let delivery):
-                requests.append(delivery)
+            case .deliverHTTP2(let held):
                 records.append((offset, .deliverHTTP2(held)))
             case .reject(let event):
                 rejects.append(event)
@@ -466,9 +467,11 @@ public final class Pipeline: RecordSink {
     }
 
     /// Decodes and validates one record; a binary notification's token and payload go to `staging` (nothing is left
-    /// there for any other outcome). `source` is asked for only for an error event.
+    /// there for any other outcome); an HTTP/2 request goes to `requests`. `source` is asked for only for an error
+    /// event.
     fileprivate func decode(
-        _ value: UnsafeRawBufferPointer, timestamp: Int64, now: Int64, staging: inout [UInt8], source: () -> RecordSource
+        _ value: UnsafeRawBufferPointer, timestamp: Int64, now: Int64, staging: inout [UInt8], requests: inout [HTTP2Delivery],
+        source: () -> RecordSource
     ) -> Decoded {
         // Validation against the frame limit first; the app's own format limit is applied once the app is known.
         switch frameDecoder.decode(value, staging: &staging) {
@@ -478,7 +481,7 @@ public final class Pipeline: RecordSink {
                 let index = directory.index(app: app, environment: rejection.environment.flatMap(APNsEnvironment.init(rawValue:))),
                 http2Apps[index] != nil
             {
-                return decodeHTTP2(value, endpoint: index, timestamp: timestamp, now: now, source: source)
+                return decodeHTTP2(value, endpoint: index, timestamp: timestamp, now: now, requests: &requests, source: source)
             }
             return rejected(rejection, value, endpoint: nil, now: now, source: source)
         case .success(var event):
@@ -492,7 +495,7 @@ public final class Pipeline: RecordSink {
             }
             if http2Apps[index] != nil {
                 staging.removeSubrange(event.staged)
-                return decodeHTTP2(value, endpoint: index, timestamp: timestamp, now: now, source: source)
+                return decodeHTTP2(value, endpoint: index, timestamp: timestamp, now: now, requests: &requests, source: source)
             }
             if let legacy = legacyDecoders[index] {
                 staging.removeSubrange(event.staged)
@@ -522,7 +525,8 @@ public final class Pipeline: RecordSink {
 
     /// Decodes and validates a record for an HTTP/2 endpoint with the HTTP/2 rules and builds its request.
     private func decodeHTTP2(
-        _ value: UnsafeRawBufferPointer, endpoint index: Int, timestamp: Int64, now: Int64, source: () -> RecordSource
+        _ value: UnsafeRawBufferPointer, endpoint index: Int, timestamp: Int64, now: Int64, requests: inout [HTTP2Delivery],
+        source: () -> RecordSource
     ) -> Decoded {
         switch http2Decoder.decode(value) {
         case .failure(let rejection):
@@ -540,7 +544,8 @@ public final class Pipeline: RecordSink {
             do {
                 let request = try APNsRequest(
                     event: event, app: http2Apps[index]!, recordTimestamp: recordSeconds, defaultTTL: configuration.defaultTTLSeconds)
-                return .deliverHTTP2(held, HTTP2Delivery(ticket: DeliveryTicket(0), request: request))
+                requests.append(HTTP2Delivery(ticket: DeliveryTicket(0), request: request))
+                return .deliverHTTP2(held)
             } catch {
                 return .reject(DeliveryErrorEvent(
                     failed: event, reason: .rejected, status: nil,
