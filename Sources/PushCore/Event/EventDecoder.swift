@@ -53,9 +53,9 @@ public struct EventDecoder: Sendable {
     }
 
     public func decode(_ bytes: UnsafeRawBufferPointer) -> Result<NotificationEvent, EventRejection> {
-        var scan = EventScan(reader: JSONReader(bytes), knownApps: knownApps)
+        var scan = EventScan(reader: JSONReader(bytes))
         do {
-            try scan.readEvent()
+            try scan.readEvent(knownApps: knownApps)
         } catch {
             return .failure(scan.rejection(.malformedEvent(error.description)))
         }
@@ -67,9 +67,9 @@ public struct EventDecoder: Sendable {
     /// `staging` is left as it was). The worker stages a poll's notifications in one buffer and encodes their frames
     /// from there.
     public func decode(_ bytes: UnsafeRawBufferPointer, staging: inout [UInt8]) -> Result<StagedNotification, EventRejection> {
-        var scan = EventScan(reader: JSONReader(bytes), knownApps: knownApps)
+        var scan = EventScan(reader: JSONReader(bytes))
         do {
-            try scan.readEvent()
+            try scan.readEvent(knownApps: knownApps)
         } catch {
             return .failure(scan.rejection(.malformedEvent(error.description)))
         }
@@ -285,11 +285,8 @@ private struct EventScan {
     /// The alert text that truncation may shorten (`alert`, or `alert.body`).
     var alertText: JSONString?
 
-    let knownApps: KnownNames
-
-    init(reader: JSONReader, knownApps: KnownNames = KnownNames()) {
+    init(reader: JSONReader) {
         self.reader = reader
-        self.knownApps = knownApps
     }
 
     private mutating func problem(_ field: EventField, _ text: String) {
@@ -301,7 +298,8 @@ private struct EventScan {
         if payloadProblem == nil { payloadProblem = text }
     }
 
-    mutating func readEvent() throws(JSONSyntaxError) {
+    /// - Parameter knownApps: passed down, not kept: a copy kept per event would retain its tables.
+    mutating func readEvent(knownApps: KnownNames) throws(JSONSyntaxError) {
         reader.skipWhitespace()
         guard reader.kindOfNextValue() == .object else {
             if let kind = reader.kindOfNextValue() {
@@ -325,7 +323,7 @@ private struct EventScan {
                     continue
                 }
                 seen |= field.bit
-                try readField(field)
+                try readField(field, knownApps: knownApps)
             } while try reader.nextMember(close: UInt8(ascii: "}"))
         }
         try reader.expectEnd()
@@ -340,7 +338,7 @@ private struct EventScan {
         try reader.skipValue(depth: 1)
     }
 
-    private mutating func readField(_ field: EventField) throws(JSONSyntaxError) {
+    private mutating func readField(_ field: EventField, knownApps: KnownNames) throws(JSONSyntaxError) {
         let kind = reader.kindOfNextValue()
         switch field {
         case .id:
