@@ -143,7 +143,11 @@ import Testing
     @Test func otherNamesAreDecodedAsWritten() throws {
         var decoder = EventDecoder()
         decoder.knownApps = KnownNames([Self.long])
-        for app in ["com.example.notifications.io", "com.example.notifications.ios2", "x"] {
+        // Shorter, longer, and of the same length differing in the last byte, in the first, and in the middle word.
+        for app in [
+            "com.example.notifications.io", "com.example.notifications.ios2", "x", "com.example.notifications.iot",
+            "Com.example.notifications.ios", "com.exampleXnotifications.ios",
+        ] {
             let decoded = try decoder.decode(Self.event(app: app)).get()
             #expect(decoded.app == app)
             #expect(Self.storage(decoded.app) != Self.storage(Self.long))
