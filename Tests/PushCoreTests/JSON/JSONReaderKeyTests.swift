@@ -1,0 +1,53 @@
+import Testing
+@testable import PushCore
+
+/// A key that ends within eight bytes is read with one word; every other key the long way. Both must read the same
+/// keys, stop at the same places and fail the same way.
+@Suite struct JSONReaderKeyTests {
+    /// Reads a key as `readKey` does, through `readString` alone (the long way).
+    static func longWay(_ reader: inout JSONReader) throws(JSONSyntaxError) -> JSONString {
+        let key = try reader.readString()
+        reader.skipWhitespace()
+        try reader.expect(UInt8(ascii: ":"))
+        reader.skipWhitespace()
+        return key
+    }
+
+    /// (key's text, escapes, position after, error) by both ways, for `text` whose first byte is the key's quote.
+    static func both(_ text: [UInt8]) -> [String] {
+        text.withUnsafeBytes { bytes in
+            func run(_ read: (inout JSONReader) throws(JSONSyntaxError) -> JSONString) -> String {
+                var reader = JSONReader(bytes)
+                do {
+                    let key = try read(&reader)
+                    return "\(reader.string(key)) \(key.hasEscapes) \(key.start)..<\(key.end) at \(reader.position)"
+                } catch {
+                    return "error \(error)"
+                }
+            }
+            return [run { reader throws(JSONSyntaxError) in try reader.readKey() }, run(Self.longWay)]
+        }
+    }
+
+    @Test func bothWaysAgreeOnEveryKindOfKey() {
+        var keys: [[UInt8]] = (0...10).map { Array(#""\#(String(repeating: "k", count: $0))""#.utf8) }
+        keys += [
+            #""a\"b""#, #""\u0041""#, #""ab\\""#, #""é""#, #""abcdefgé""#, #""a"#, #""abcdefghij"#, #""""#,
+        ].map { Array($0.utf8) }
+        keys += [[0x22, 0x61, 0x09, 0x62, 0x22], [0x22, 0x61, 0xFF, 0x22], [0x22, 0x61, 0x7F, 0x22]]
+        var checked = 0
+        for key in keys {
+            // Followed by a value and more (a key mid-object), by a spaced colon, and by nothing (the input's end
+            // within eight bytes of the quote).
+            for tail in [#":1,"other":2}"#, #" : 1}"#, ":", ""] {
+                let text = key + Array(tail.utf8)
+                let (fast, long) = { (r: [String]) in (r[0], r[1]) }(Self.both(text))
+                #expect(fast == long, "\(String(decoding: text, as: UTF8.self))")
+                checked += 1
+            }
+        }
+        #expect(checked == keys.count * 4)
+        // The one-word way was taken: a short key mid-object ends where its quote is.
+        #expect(Self.both(Array(#""id":1,"app":2}"#.utf8))[0] == "id false 1..<3 at 5")
+    }
+}
