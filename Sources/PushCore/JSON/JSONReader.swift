@@ -85,16 +85,7 @@ struct JSONReader {
     private mutating func readShortString() -> JSONString? {
         let start = position + 1
         guard start + 8 <= bytes.count else { return nil }
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs: UInt64 = 0x8080_8080_8080_8080
-        let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: start, as: UInt64.self))
-        // As in skipPlainStringBytes: the lowest marked byte is exact.
-        let below20 = (word &- ones &* 0x20) & ~word
-        let quote = word ^ (ones &* 0x22)
-        let backslash = word ^ (ones &* 0x5C)
-        let isQuote = (quote &- ones) & ~quote
-        let isBackslash = (backslash &- ones) & ~backslash
-        let stops = (below20 | isQuote | isBackslash | word) & highs
+        let stops = Self.stringStops(bytes.loadUnaligned(fromByteOffset: start, as: UInt64.self))
         guard stops != 0 else { return nil }
         let end = start + stops.trailingZeroBitCount >> 3
         guard bytes[end] == UInt8(ascii: "\"") else { return nil }
@@ -127,22 +118,27 @@ struct JSONReader {
         }
     }
 
+    /// The high bit of each of eight string bytes (as loaded, in memory order) that stops the fast path: a byte below
+    /// 0x20, or with the high bit set, or equal to '"' or '\\'. A borrow can mark a byte above one that is marked
+    /// rightly, never one below it: the lowest mark is exact (`trailingZeroBitCount >> 3` is its index).
+    @inline(__always)
+    private static func stringStops(_ loaded: UInt64) -> UInt64 {
+        let word = UInt64(littleEndian: loaded)
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let below20 = (word &- ones &* 0x20) & ~word
+        let quote = word ^ (ones &* 0x22)
+        let backslash = word ^ (ones &* 0x5C)
+        let isQuote = (quote &- ones) & ~quote
+        let isBackslash = (backslash &- ones) & ~backslash
+        return (below20 | isQuote | isBackslash | word) & 0x8080_8080_8080_8080
+    }
+
     /// Skips, eight at a time, string bytes that need no attention (printable ASCII other than `"` and `\\`), and
     /// stops on the first byte that does.
     @inline(__always)
     private mutating func skipPlainStringBytes() {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs: UInt64 = 0x8080_8080_8080_8080
         while position + 8 <= bytes.count {
-            let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
-            // A byte below 0x20, or with the high bit set, or equal to '"' or '\\' stops the fast path. A borrow
-            // can mark a byte above one that is marked rightly, never one below it: the lowest mark is exact.
-            let below20 = (word &- ones &* 0x20) & ~word
-            let quote = word ^ (ones &* 0x22)
-            let backslash = word ^ (ones &* 0x5C)
-            let isQuote = (quote &- ones) & ~quote
-            let isBackslash = (backslash &- ones) & ~backslash
-            let stops = (below20 | isQuote | isBackslash | word) & highs
+            let stops = Self.stringStops(bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
             if stops != 0 {
                 position += stops.trailingZeroBitCount >> 3
                 return
