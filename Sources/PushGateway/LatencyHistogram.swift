@@ -117,26 +117,34 @@ public final class LatencyHistograms: Sendable {
     /// The histograms `pushworker run` serves.
     public static let process = LatencyHistograms()
 
-    private let histograms = Mutex<[LatencyHistogram]>([])
+    /// In the order made, and by name and labels (one per app: not a search through all apps' for each).
+    private let histograms = Mutex<(list: [LatencyHistogram], byKey: [[String]: LatencyHistogram])>(([], [:]))
 
     public init() {}
 
     public func histogram(_ name: String, labels: [(String, String)] = []) -> LatencyHistogram {
-        histograms.withLock { list in
-            if let found = list.first(where: { $0.name == name && $0.labels.elementsEqual(labels, by: { $0 == $1 }) }) { return found }
+        let key = [name] + labels.flatMap { [$0.0, $0.1] }
+        return histograms.withLock { h in
+            if let found = h.byKey[key] { return found }
             let made = LatencyHistogram(name: name, labels: labels)
-            list.append(made)
+            h.list.append(made)
+            h.byKey[key] = made
             return made
         }
     }
 
     /// Every histogram in Prometheus's text format, one `# TYPE` line per name.
     public func emit(into buffer: inout [UInt8]) {
-        let list = histograms.withLock { $0 }
-        var typed = Set<String>()
-        for name in list.map(\.name) where typed.insert(name).inserted {
+        let list = histograms.withLock { $0.list }
+        var names: [String] = []
+        var byName: [String: [LatencyHistogram]] = [:]
+        for histogram in list {
+            if byName[histogram.name] == nil { names.append(histogram.name) }
+            byName[histogram.name, default: []].append(histogram)
+        }
+        for name in names {
             buffer.append(contentsOf: "# TYPE \(name) histogram\n".utf8)
-            for histogram in list where histogram.name == name { histogram.emit(into: &buffer) }
+            for histogram in byName[name]! { histogram.emit(into: &buffer) }
         }
     }
 }

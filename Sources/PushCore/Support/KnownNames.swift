@@ -11,8 +11,8 @@ public struct KnownNames: Sendable {
     private static let linearLimit = 8
 
     public init(_ names: [String] = []) {
-        var unique: [String] = []
-        for name in names where !unique.contains(name) { unique.append(name) }
+        var seen = Set<String>()
+        let unique = names.filter { seen.insert($0).inserted }  // in order; not quadratic for a long `apps` list
         self.names = unique
         var bytes: [UInt8] = []
         var spans: [Range<Int>] = []
