@@ -58,7 +58,8 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
     // Everything is inlinable so that the ledger is specialised for its entry in the module that uses it: generic
     // code across the module boundary looked up type metadata and copied entries through witnesses on every call.
     // The entry first and the small fields after it: Swift lays fields out in this order, and each small field takes
-    // the next free bytes (40 bytes a record for the pipeline's 28-byte entry).
+    // the next free bytes (32 bytes a record for the pipeline's 28-byte entry). A record keeps no offset: its
+    // partition knows where runs of consecutive offsets start (``Partition/runs``).
     @usableFromInline
     struct Record: Sendable {
         @usableFromInline var entry: Entry?
@@ -67,16 +68,26 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
         /// suppression record).
         @usableFromInline var pendingOutputs: UInt8 = 0
         @usableFromInline var outcomeKnown = false
-        @usableFromInline var offset: Int64
 
         @inlinable
-        init(offset: Int64, group: UInt16, entry: Entry?) {
-            self.offset = offset
+        init(group: UInt16, entry: Entry?) {
             self.group = group
             self.entry = entry
         }
 
         @inlinable var isSettled: Bool { outcomeKnown && pendingOutputs == 0 }
+    }
+
+    /// A run of records at consecutive offsets begins at the record of `sequence`, at `offset`.
+    @usableFromInline
+    struct OffsetRun: Sendable {
+        @usableFromInline var sequence: UInt64
+        @usableFromInline var offset: Int64
+
+        @inlinable init(sequence: UInt64, offset: Int64) {
+            self.sequence = sequence
+            self.offset = offset
+        }
     }
 
     @usableFromInline
@@ -86,12 +97,64 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
         @usableFromInline var records = ChunkedQueue<Record>()
         /// The sequence of `records.first`.
         @usableFromInline var headSequence: UInt64 = 0
+        /// Where the records' offsets start a run of consecutive offsets, in sequence order, from `firstRun` on (the
+        /// ones before it are behind the head): one run while the partition's offsets have no gap, which is the usual
+        /// case; a compacted topic, or a transaction's commit marker, starts another. The first run starts at or
+        /// before the head.
+        @usableFromInline var runs: [OffsetRun] = []
+        @usableFromInline var firstRun = 0
         @usableFromInline var lastOffset: Int64?
         /// One past the settled prefix: what a commit of this epoch would store.
         @usableFromInline var committable: Int64?
         @usableFromInline var dirty = false
 
         @inlinable init(_ topicPartition: TopicPartition) { self.topicPartition = topicPartition }
+
+        /// The offset of `records[index]`.
+        @inlinable
+        func offset(at index: Int) -> Int64 {
+            let sequence = headSequence + UInt64(index)
+            var run = runs.count - 1
+            if runs[run].sequence > sequence {
+                // Gaps among the records held: the last run that starts at or before the record.
+                var low = firstRun
+                var high = run - 1
+                while low < high {
+                    let mid = (low + high + 1) / 2
+                    if runs[mid].sequence <= sequence { low = mid } else { high = mid - 1 }
+                }
+                run = low
+            }
+            return runs[run].offset + Int64(sequence - runs[run].sequence)
+        }
+
+        /// Appends a record at `offset`: a new run unless it follows the last record's offset.
+        @inlinable
+        mutating func append(_ record: Record, offset: Int64, after last: Int64?) {
+            let sequence = headSequence + UInt64(records.count)
+            if records.isEmpty {
+                runs.removeAll(keepingCapacity: true)
+                firstRun = 0
+                runs.append(OffsetRun(sequence: sequence, offset: offset))
+            } else if offset != last.map({ $0 + 1 }) {
+                runs.append(OffsetRun(sequence: sequence, offset: offset))
+            }
+            records.append(record)
+        }
+
+        /// Removes the head record; returns its offset.
+        @inlinable
+        mutating func removeFirst() -> Int64 {
+            let offset = offset(at: 0)
+            _ = records.removeFirst()
+            headSequence += 1
+            while firstRun + 1 < runs.count, runs[firstRun + 1].sequence <= headSequence { firstRun += 1 }
+            if firstRun >= 16, firstRun * 2 >= runs.count {
+                runs.removeFirst(firstRun)
+                firstRun = 0
+            }
+            return offset
+        }
 
         @inlinable
         func index(of ticket: LedgerTicket) -> Int? {
@@ -172,6 +235,8 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
         held -= forgotten
         partitions[slot].epoch &+= 1
         partitions[slot].records.removeAll()
+        partitions[slot].runs.removeAll()
+        partitions[slot].firstRun = 0
         partitions[slot].headSequence = 0
         partitions[slot].lastOffset = nil
         partitions[slot].committable = nil
@@ -194,9 +259,10 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
         var forgotten: Int?
         if let last = partitions[s].lastOffset, offset <= last { forgotten = restart(s) }
         let sequence = partitions[s].headSequence + UInt64(partitions[s].records.count)
-        var record = Record(offset: offset, group: UInt16(group), entry: entry)
+        var record = Record(group: UInt16(group), entry: entry)
         record.outcomeKnown = outcomeKnown
         record.pendingOutputs = UInt8(outputs)
+        let last = partitions[s].lastOffset
         partitions[s].lastOffset = offset
         if record.isSettled && partitions[s].records.isEmpty {
             // Nothing ahead of it: it moves the committable offset at once and need not be kept.
@@ -204,7 +270,7 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
             partitions[s].committable = offset + 1
             partitions[s].dirty = true
         } else {
-            partitions[s].records.append(record)
+            partitions[s].append(record, offset: offset, after: last)
             if !record.isSettled {
                 held += 1
                 groupCounts[group] += 1
@@ -229,18 +295,19 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
         guard let (s, i) = locate(ticket) else { return nil }
         // One access to the record for all of it.
         guard let entry = Self.takeOutcome(&partitions[s].records[i], outputs) else { return nil }
+        let offset = partitions[s].offset(at: i)
         settledIfDone(s, i)
-        return entry
+        return (entry, offset)
     }
 
-    /// Marks `record`'s outcome known and takes its entry; nil when it was known already.
+    /// Marks `record`'s outcome known and takes its entry (the outer optional is nil when it was known already).
     @inlinable
-    static func takeOutcome(_ record: inout Record, _ outputs: (Entry?) -> Int) -> (entry: Entry?, offset: Int64)? {
+    static func takeOutcome(_ record: inout Record, _ outputs: (Entry?) -> Int) -> Entry?? {
         guard !record.outcomeKnown else { return nil }
         let entry = record.entry.take()
         record.outcomeKnown = true
         record.pendingOutputs += UInt8(outputs(entry))
-        return (entry, record.offset)
+        return .some(entry)
     }
 
     /// The entry of a record whose outcome is not known yet (nil for a ticket of an ended epoch or a record resolved).
@@ -259,7 +326,7 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
         var high = partitions[s].records.count - 1
         while low <= high {
             let mid = (low + high) / 2
-            let value = partitions[s].records[mid].offset
+            let value = partitions[s].offset(at: mid)
             if value == offset {
                 return LedgerTicket(slot: slot, epoch: partitions[s].epoch, sequence: partitions[s].headSequence + UInt64(mid))
             }
@@ -301,9 +368,7 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
         groupCounts[Int(partitions[s].records[i].group)] -= 1
         guard i == 0 else { return }
         while !partitions[s].records.isEmpty, partitions[s].records[0].isSettled {
-            partitions[s].committable = partitions[s].records[0].offset + 1
-            partitions[s].records.removeFirst()
-            partitions[s].headSequence += 1
+            partitions[s].committable = partitions[s].removeFirst() + 1
             partitions[s].dirty = true
         }
     }

@@ -44,7 +44,7 @@ public struct PipelineCounts: Sendable, Hashable {
 /// object of its own, in the same two words' place. Swift lays out fields in declaration order, each small field in
 /// the next free bytes, so the id's one-byte case comes first and the small fields fill what it leaves; the
 /// timestamp is kept in two 4-byte halves so that nothing rounds the event up to 32 bytes, and the ledger's own
-/// fields for the record fill the rest of its 40.
+/// fields for the record (its group and counts; its offset is kept per run of offsets) fill the rest of its 32.
 struct HeldEvent: Sendable {
     /// The id's bytes (the kind says how they spell it), or the id itself when it does not fit.
     private enum StoredID: Sendable {

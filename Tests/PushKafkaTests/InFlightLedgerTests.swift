@@ -143,6 +143,51 @@ import Testing
         #expect(l.count == 0)
     }
 
+    /// Records keep no offset of their own: with gaps among the offsets (a compacted topic, transaction markers),
+    /// outcomes in any order still give each record's offset, commit exactly the settled prefix and find tickets by
+    /// offset (checked against a plain list of the records over seeded random gaps and outcome orders).
+    @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
+    func offsetsWithGapsAreKeptExactly(seed: UInt64) {
+        var state = seed
+        func next() -> UInt64 {  // SplitMix64
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        var l = InFlightLedger<String>(groups: 1)
+        let slot = l.slot(for: p0)
+        var offset = Int64(next() % 1000)
+        var model: [(offset: Int64, ticket: LedgerTicket, settled: Bool)] = []
+        var head = 0  // the model's settled prefix ends here
+        var committable: Int64?
+        var open: [Int] = []  // places in the model whose outcome is not known
+        for _ in 0..<3000 {
+            if next() % 3 != 0 {
+                // The next record: right after the last, or past a gap (so runs are one record long at times).
+                offset += next() % 4 == 0 ? Int64(2 + next() % 50) : 1
+                let ticket = l.admit(slot: slot, offset: offset, group: 1, entry: "e\(offset)").ticket
+                open.append(model.count)
+                model.append((offset, ticket, false))
+            } else if !open.isEmpty {
+                let place = open.remove(at: Int(next() % UInt64(open.count)))
+                let (expected, ticket, _) = model[place]
+                #expect(l.ticket(slot: slot, offset: expected) == ticket)
+                let resolved = l.resolve(ticket, outputs: 0)
+                #expect(resolved?.offset == expected)
+                #expect(resolved?.entry == "e\(expected)")
+                model[place].settled = true
+                while head < model.count, model[head].settled {
+                    committable = model[head].offset + 1
+                    head += 1
+                }
+                #expect(l.committable(p0) == committable)
+            }
+            #expect(l.count == open.count)
+        }
+    }
+
     @Test func ticketsAreFoundByOffset() {
         var l = InFlightLedger<String>(groups: 1)
         let t = admit(&l, p0, [3, 5, 9])
