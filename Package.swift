@@ -179,7 +179,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushKafkaTests",
-            dependencies: ["PushKafka", "PushTestSupport"],
+            dependencies: ["PushKafka", "PushCore", "PushTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(

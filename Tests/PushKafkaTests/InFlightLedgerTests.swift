@@ -1,3 +1,4 @@
+import PushCore
 import Testing
 @testable import PushKafka
 
@@ -148,14 +149,8 @@ import Testing
     /// offset (checked against a plain list of the records over seeded random gaps and outcome orders).
     @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
     func offsetsWithGapsAreKeptExactly(seed: UInt64) {
-        var state = seed
-        func next() -> UInt64 {  // SplitMix64
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
+        var random = SplitMix64(seed: seed)
+        func next() -> UInt64 { random.next() }
         var l = InFlightLedger<String>(groups: 1)
         let slot = l.slot(for: p0)
         var offset = Int64(next() % 1000)
