@@ -265,20 +265,22 @@ extension DeliveryEngine {
     @Test func closesSoonerThanTheAcceptanceWindowStillDeliverEverything() async throws {
         var h = Harness()
         h.simulator.closeEvery = 500
-        // The harness's window (the product default is 1 s). With 200 ms, on a slow machine the close of a
-        // connection that had just taken a turn's worth of writes (2,048) was sometimes noticed after the window had
-        // accepted them (1 run in 8 before the in-flight ledger, 3 in 8 after, on the same machine; 0 in 6 at
-        // 500 ms): the acceptance window's blind spot, by which SPEC section 4 defines acceptance.
-        h.delivery.acceptanceWindow = .milliseconds(500)
+        // The close must be noticed within the window, as every error response must (`loadedGatewayWindow`). The
+        // simulator shares this process and two cores with the whole test pass, and a close of a connection that had
+        // just taken a turn's worth of writes (2,048) was noticed after the window had accepted them: at 200 ms in
+        // 1 run in 8 before the in-flight ledger and 3 in 8 after; at 500 ms once in a fresh-clone CI run. That is
+        // the acceptance window's blind spot, by which SPEC section 4 defines acceptance. Once the send window fits
+        // a connection's 500, each connection passes a few hundred per window: 4,000 take about 20 s at 2 s.
+        h.delivery.acceptanceWindow = Harness.loadedGatewayWindow
         try await h.run { simulator, engine, log, _ in
-            try await engine.submit(deliveries(1...20_000), to: Harness.app)
+            try await engine.submit(deliveries(1...4_000), to: Harness.app)
             await engine.settle()
-            #expect(log.count == 20_000)
+            #expect(log.count == 4_000)
             #expect(log.all.allSatisfy { $0.result == .accepted })
             let recorded = simulator.recorded.map { ticket(ofToken: $0.token) }
-            #expect(Set(recorded) == Set(1...20_000))
+            #expect(Set(recorded) == Set(1...4_000))
             let closes = simulator.summary.abruptCloses
-            #expect(recorded.count - 20_000 <= closes * 500)
+            #expect(recorded.count - 4_000 <= closes * 500)
         }
     }
 
