@@ -71,15 +71,22 @@ struct HeldEvent: Sendable {
         init(_ id: String) { self.id = id }
     }
 
-    init(id: String, endpoint: Int, timestamp: Int64) {
+    init(id: EventID, endpoint: Int, timestamp: Int64) {
         precondition(endpoint <= Self.endpointLimit, "an endpoint index beyond the configuration's limit")
         endpointIndex = UInt16(endpoint)
         timestampLow = UInt32(truncatingIfNeeded: timestamp)
         timestampHigh = Int32(truncatingIfNeeded: timestamp >> 32)
-        var words: (UInt64, UInt64) = (0, 0)
-        let kind = CompactIDKind.pack(id, into: &words)
-        flags = kind.rawValue
-        storedID = kind == .overflow ? .long(LongID(id)) : .inline(words.0, words.1)
+        if let packed = id.packed {
+            flags = packed.kind.rawValue
+            storedID = .inline(packed.words.0, packed.words.1)
+        } else {
+            flags = CompactIDKind.overflow.rawValue
+            storedID = .long(LongID(id.string))
+        }
+    }
+
+    init(id: String, endpoint: Int, timestamp: Int64) {
+        self.init(id: EventID(id), endpoint: endpoint, timestamp: timestamp)
     }
 
     private var idKind: CompactIDKind { CompactIDKind(rawValue: flags & ~Self.liftsBit) }
@@ -101,43 +108,6 @@ struct HeldEvent: Sendable {
         case .inline(let high, let low): idKind.unpack((high, low))
         case .long(let long): long.id
         }
-    }
-}
-
-/// How an event id is kept in 16 bytes: its UTF-8 as it is (up to 16 bytes; the raw value is the length), a UUID
-/// in its canonical spelling as its 16 bytes (lowercase or uppercase digits), or not at all. Seven bits.
-struct CompactIDKind: Equatable, Sendable {
-    let rawValue: UInt8
-
-    static let lowercaseUUID = CompactIDKind(rawValue: 17)
-    static let uppercaseUUID = CompactIDKind(rawValue: 18)
-    static let overflow = CompactIDKind(rawValue: 0x7F)
-
-    /// Packs `id` into `words` if it fits; the kind says how.
-    static func pack(_ id: String, into words: inout (UInt64, UInt64)) -> CompactIDKind {
-        id.withBorrowedUTF8 { text in
-            if text.count <= 16 {
-                withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: text) }
-                return CompactIDKind(rawValue: UInt8(text.count))
-            }
-            // A UUID in one case: its 16 bytes and the case give the text back exactly.
-            guard let uuid = APNsID(utf8: text) else { return .overflow }
-            let lower = text.contains { $0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "f") }
-            let upper = text.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "F") }
-            guard !(lower && upper) else { return .overflow }
-            words = (uuid.high, uuid.low)
-            return upper ? .uppercaseUUID : .lowercaseUUID
-        }
-    }
-
-    /// The id `words` keep (not for `.overflow`).
-    func unpack(_ words: (UInt64, UInt64)) -> String {
-        if rawValue <= 16 {
-            var copy = words
-            return withUnsafeBytes(of: &copy) { String(decoding: $0.prefix(Int(rawValue)), as: UTF8.self) }
-        }
-        let text = APNsID(high: words.0, low: words.1).description  // lowercase
-        return self == .uppercaseUUID ? text.uppercased() : text
     }
 }
 
@@ -505,7 +475,7 @@ public final class Pipeline: RecordSink {
                 case .success(let legacy): event = legacy
                 }
             }
-            var held = HeldEvent(id: event.id, endpoint: index, timestamp: timestamp)
+            var held = HeldEvent(id: event.eventID, endpoint: index, timestamp: timestamp)
             if suppression != nil {
                 let suppressed = checkSuppression(
                     app: event.app, token: event.deviceToken(in: staging), registeredAt: event.tokenRegisteredAt,

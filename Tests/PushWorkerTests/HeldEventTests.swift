@@ -107,12 +107,20 @@ import Testing
         #expect(kind("12345678-1234-1234-1234-123456789012") == .lowercaseUUID)
         #expect(kind("123e4567-E89B-12d3-a456-426614174000") == .overflow)
         #expect(kind("123e4567-e89b-12d3-a456_426614174000") == .overflow)
-        // Random UUIDs, as Foundation spells them (uppercase) and lowercased.
+        // Random UUIDs, as Foundation spells them (uppercase) and lowercased; and with one letter's case changed,
+        // which mixes the cases wherever another letter is (digits are read eight at a time: any two positions).
         for _ in 0..<100 {
             let uuid = UUID().uuidString
             #expect(kind(uuid) == .uppercaseUUID)
             #expect(HeldEvent(id: uuid, endpoint: 0, timestamp: 0).id == uuid)
             #expect(HeldEvent(id: uuid.lowercased(), endpoint: 0, timestamp: 0).id == uuid.lowercased())
+            var characters = Array(uuid)
+            let letters = characters.indices.filter { characters[$0].isLetter }
+            guard let flipped = letters.randomElement() else { continue }
+            characters[flipped] = Character(characters[flipped].lowercased())
+            let mixed = String(characters)
+            #expect(kind(mixed) == (letters.count > 1 ? .overflow : .lowercaseUUID), "\(mixed)")
+            #expect(HeldEvent(id: mixed, endpoint: 0, timestamp: 0).id == mixed)
         }
     }
 

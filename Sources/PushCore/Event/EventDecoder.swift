@@ -82,7 +82,9 @@ public struct EventDecoder: Sendable {
 /// of its own. The HTTP/2 fields (push type, collapse id, apns-id) are validated but not kept: an app on the HTTP/2
 /// API is decoded into a ``NotificationEvent``.
 public struct StagedNotification: Sendable {
-    public var id: String
+    /// Its id, packed when it fits (a UUID makes no string).
+    public var eventID: EventID
+    public var id: String { eventID.string }
     public var app: String
     public var environment: APNsEnvironment?
     /// Where the token's bytes are in the buffer.
@@ -262,7 +264,8 @@ private struct EventScan {
     var payloadProblem: String?
     var priorityProblem: String?
 
-    var id: String?
+    /// The `id` field's string, once it passed: made text (or packed) only for the result.
+    var idToken: JSONString?
     var app: String?
     /// The `environment` field's string, made text only for an error event.
     var environmentToken: JSONString?
@@ -344,14 +347,14 @@ private struct EventScan {
         case .id:
             guard kind == .string else { return try wrongType(field, expected: "a string") }
             let token = try reader.readString()
-            let text = reader.string(token)
-            let length = reader.scalarCount(token)
+            // At most 128 bytes without escapes is at most 128 characters: no count needed.
+            let length = !token.hasEscapes && token.end - token.start <= 128 ? token.end - token.start : reader.scalarCount(token)
             if length == 0 {
                 problem(field, "field 'id' is empty")
             } else if length > 128 {
                 problem(field, "field 'id' has \(length) characters, more than 128")
             } else {
-                id = text
+                idToken = token
             }
         case .app:
             guard kind == .string else { return try wrongType(field, expected: "a string") }
@@ -618,7 +621,7 @@ private struct EventScan {
 
     func rejection(_ error: EventError, token: DeviceToken? = nil) -> EventRejection {
         EventRejection(
-            error: error, eventID: id, app: app, environment: environmentToken.map { reader.string($0) }, token: token,
+            error: error, eventID: idToken.map { reader.string($0) }, app: app, environment: environmentToken.map { reader.string($0) }, token: token,
             rawToken: tokenString.map { reader.string($0) })
     }
 
@@ -644,7 +647,7 @@ private struct EventScan {
             truncated = true
         }
         return .success(NotificationEvent(
-            id: id!, app: app!, environment: environment, token: token, payload: payload, expiration: expiration,
+            id: reader.string(idToken!), app: app!, environment: environment, token: token, payload: payload, expiration: expiration,
             priority: resolvedPriority(http2: http2), alertTruncated: truncated, pushType: pushType, collapseID: collapseID,
             apnsID: apnsID, contentAvailableOnly: contentAvailableOnly, tokenRegisteredAt: tokenRegisteredAt))
     }
@@ -683,8 +686,15 @@ private struct EventScan {
             }
         }
         return .success(StagedNotification(
-            id: id!, app: app!, environment: environment, token: start..<tokenEnd, payload: tokenEnd..<staging.count,
+            eventID: eventID(idToken!), app: app!, environment: environment, token: start..<tokenEnd, payload: tokenEnd..<staging.count,
             expiration: expiration, priority: resolvedPriority(http2: http2), tokenRegisteredAt: tokenRegisteredAt))
+    }
+
+    /// The id as a staged notification keeps it: packed straight from the event's bytes when it has no escapes.
+    private func eventID(_ token: JSONString) -> EventID {
+        token.hasEscapes
+            ? EventID(reader.string(token))
+            : EventID(validUTF8: UnsafeRawBufferPointer(rebasing: reader.bytes[token.start..<token.end]))
     }
 
     /// Whether the payload's `aps` holds only `content-available` (a background notification).

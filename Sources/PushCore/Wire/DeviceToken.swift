@@ -107,7 +107,11 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
     /// text little-endian) spell, the first byte in the result's lowest; nil unless all eight are hex digits.
     /// Computed in the word's lanes: a range test per byte that cannot carry into the next (bit tricks' `hasbetween`).
     @inline(__always)
-    static func hexWord(_ loaded: UInt64) -> UInt32? {
+    static func hexWord(_ loaded: UInt64) -> UInt32? { hexWordAndLetters(loaded)?.value }
+
+    /// ``hexWord(_:)`` with the lanes that held letters (their high bit set) and, of those, the lowercase ones.
+    @inline(__always)
+    static func hexWordAndLetters(_ loaded: UInt64) -> (value: UInt32, letters: UInt64, lowercase: UInt64)? {
         let word = UInt64(littleEndian: loaded)
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highs: UInt64 = 0x8080_8080_8080_8080
@@ -125,7 +129,8 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
         var packed = ((values & 0x000F_000F_000F_000F) << 4) | ((values >> 8) & 0x000F_000F_000F_000F)
         packed = (packed | packed >> 8) & 0x0000_FFFF_0000_FFFF
         packed = (packed | packed >> 16) & 0xFFFF_FFFF
-        return UInt32(truncatingIfNeeded: packed)
+        // A lowercase letter has bit 5 set: two places up, its lane's high bit.
+        return (UInt32(truncatingIfNeeded: packed), isLetter, isLetter & word << 2)
     }
 
     /// The value of one hex digit (either case), nil for any other byte.

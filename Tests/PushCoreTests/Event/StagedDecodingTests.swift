@@ -93,6 +93,44 @@ import Testing
         }
     }
 
+    /// A staged notification's id is the event's, however it is spelled; one that fits 16 bytes or is a UUID in one
+    /// case is packed straight from the event's bytes (no string made), escapes or not.
+    @Test func anIdIsTheEventsByBothPathsAndPackedWhenItFits() throws {
+        let uuid = "3f2b8c1e-9d4a-4e7b-8a61-0c5d2e9f7b13"
+        let cases: [(json: String, id: String, packed: Bool)] = [
+            ("e1", "e1", true),
+            ("0123456789abcdef", "0123456789abcdef", true),
+            ("0123456789abcdefg", "0123456789abcdefg", false),
+            (uuid, uuid, true),
+            (uuid.uppercased(), uuid.uppercased(), true),
+            ("12345678-1234-1234-1234-123456789012", "12345678-1234-1234-1234-123456789012", true),
+            ("3f2b8c1e-9D4A-4e7b-8a61-0c5d2e9f7b13", "3f2b8c1e-9D4A-4e7b-8a61-0c5d2e9f7b13", false),
+            ("é中🙂", "é中🙂", true),
+            (#"e\u0031"#, "e1", true),
+            (#"3f2b8c1e-9d4a-4e7b-8a61-0c5d2e9f7b1\u0033"#, uuid, true),
+            (#"a\"b"#, "a\"b", true),
+            (String(repeating: "x", count: 128), String(repeating: "x", count: 128), false),
+            (String(repeating: "é", count: 128), String(repeating: "é", count: 128), false),
+        ]
+        for (spelled, id, packed) in cases {
+            let json = #"{"id":"\#(spelled)","app":"com.example.app","token":"\#(sampleTokenHex)","payload":{"aps":{}}}"#
+            let decoded = try EventDecoder().decode(json).get()
+            var staging: [UInt8] = []
+            let staged = try Array(json.utf8).withUnsafeBytes { EventDecoder().decode($0, staging: &staging) }.get()
+            #expect(decoded.id == id, "\(spelled)")
+            #expect(staged.id == id, "\(spelled)")
+            #expect((staged.eventID.packed != nil) == packed, "\(spelled)")
+        }
+        // Too long by characters, by either path; 128 characters of two bytes each pass (above).
+        for spelled in [String(repeating: "x", count: 129), String(repeating: "é", count: 129)] {
+            let json = #"{"id":"\#(spelled)","app":"com.example.app","token":"\#(sampleTokenHex)","payload":{"aps":{}}}"#
+            var staging: [UInt8] = []
+            let staged = Array(json.utf8).withUnsafeBytes { EventDecoder().decode($0, staging: &staging) }
+            #expect(staged.failure?.reason == .malformedEvent)
+            #expect(staged.failure == EventDecoder().decode(json).failure)
+        }
+    }
+
     @Test func appendedTokenBytesAreTheParsedTokens() {
         for text in ["ab", " ab cd ", "<ABCD>", sampleTokenHex, String(repeating: "0f", count: 100), "a b c d", "abcdef01"] {
             var out: [UInt8] = [1]
