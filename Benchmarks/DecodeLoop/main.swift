@@ -44,7 +44,7 @@ for (name, event) in stagedCases where only == nil || only == name {
     staging.reserveCapacity(1 << 20)
     for _ in 0..<7 {
         let count: UInt64 = 200_000
-        var idBytes = 0
+        var payloadBytes = 0
         let start = threadCPUNanoseconds()
         event.withUnsafeBytes { bytes in
             for i in 0..<count {
@@ -52,11 +52,11 @@ for (name, event) in stagedCases where only == nil || only == name {
                 guard case .success(let decoded) = knowingShort.decode(bytes, staging: &staging) else {
                     fatalError("the sample event is valid")
                 }
-                idBytes &+= decoded.payload.count
+                payloadBytes &+= decoded.payload.count
             }
         }
         best = min(best, (threadCPUNanoseconds() - start) / count)
-        precondition(idBytes > 0)
+        precondition(payloadBytes > 0)
     }
     print("\(name) \(best) ns")
 }

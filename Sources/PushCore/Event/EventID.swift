@@ -63,35 +63,9 @@ public struct CompactIDKind: Equatable, Sendable {
             return CompactIDKind(rawValue: UInt8(text.count))
         }
         // A UUID in one case: its 16 bytes and the case give the text back exactly.
-        guard let (uuid, kind) = uuid(text) else { return .overflow }
-        words = uuid
-        return kind
-    }
-
-    /// A UUID's 36 characters (8-4-4-4-12 hex digits) as its two words, with the kind its letters' case gives; nil
-    /// for anything else, and for letters in both cases. Eight digits at a time (``DeviceToken/hexWord(_:)``).
-    private static func uuid(_ text: UnsafeRawBufferPointer) -> ((UInt64, UInt64), CompactIDKind)? {
-        let dash = UInt8(ascii: "-")
-        guard text.count == 36, text[8] == dash, text[13] == dash, text[18] == dash, text[23] == dash else { return nil }
-        func load64(_ offset: Int) -> UInt64 { UInt64(littleEndian: text.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
-        func load32(_ offset: Int) -> UInt64 {
-            UInt64(UInt32(littleEndian: text.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
-        }
-        // The 32 digits as four words of eight, in text order (the first digit in each word's lowest byte).
-        // Lanes of either case, gathered per word (a lane of one word is no lane of another).
-        var uppercase: UInt64 = 0
-        var lowercase: UInt64 = 0
-        func digits(_ group: UInt64) -> UInt64? {
-            guard let word = DeviceToken.hexWordAndLetters(group.littleEndian) else { return nil }
-            uppercase |= word.letters & ~word.lowercase
-            lowercase |= word.lowercase
-            return UInt64(word.value.byteSwapped)  // the first digit's byte the most significant
-        }
-        guard let a = digits(load64(0)), let b = digits(load32(9) | load32(14) << 32),
-            let c = digits(load32(19) | load32(24) << 32), let d = digits(load64(28))
-        else { return nil }
-        guard lowercase == 0 || uppercase == 0 else { return nil }
-        return ((a << 32 | b, c << 32 | d), uppercase != 0 ? .uppercaseUUID : .lowercaseUUID)
+        guard let uuid = APNsID.parse(utf8: text), !(uuid.uppercase && uuid.lowercase) else { return .overflow }
+        words = (uuid.id.high, uuid.id.low)
+        return uuid.uppercase ? .uppercaseUUID : .lowercaseUUID
     }
 
     /// The id `words` keep (not for `.overflow`).

@@ -45,20 +45,33 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
     }
 
     public init?(utf8 text: UnsafeRawBufferPointer) {
-        guard text.count == 36 else { return nil }
-        var high: UInt64 = 0
-        var low: UInt64 = 0
-        var digits = 0
-        for (index, c) in text.enumerated() {
-            if index == 8 || index == 13 || index == 18 || index == 23 {
-                guard c == UInt8(ascii: "-") else { return nil }
-                continue
-            }
-            guard let nibble = DeviceToken.nibble(c) else { return nil }
-            if digits < 16 { high = high << 4 | UInt64(nibble) } else { low = low << 4 | UInt64(nibble) }
-            digits += 1
+        guard let parsed = Self.parse(utf8: text) else { return nil }
+        self = parsed.id
+    }
+
+    /// The canonical text form read eight digits at a time (``DeviceToken/hexWord(_:)``), with whether any of its
+    /// letters are uppercase and whether any are lowercase; nil for anything but 8-4-4-4-12 hex digits.
+    static func parse(utf8 text: UnsafeRawBufferPointer) -> (id: APNsID, uppercase: Bool, lowercase: Bool)? {
+        let dash = UInt8(ascii: "-")
+        guard text.count == 36, text[8] == dash, text[13] == dash, text[18] == dash, text[23] == dash else { return nil }
+        func load64(_ offset: Int) -> UInt64 { UInt64(littleEndian: text.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
+        func load32(_ offset: Int) -> UInt64 {
+            UInt64(UInt32(littleEndian: text.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
         }
-        self.init(high: high, low: low)
+        // Lanes of either case, gathered per word of eight digits (a lane of one word is no lane of another).
+        var uppercase: UInt64 = 0
+        var lowercase: UInt64 = 0
+        func digits(_ group: UInt64) -> UInt64? {
+            guard let word = DeviceToken.hexWordAndLetters(group.littleEndian) else { return nil }
+            uppercase |= word.letters & ~word.lowercase
+            lowercase |= word.lowercase
+            return UInt64(word.value.byteSwapped)  // the first digit's byte the most significant
+        }
+        // The 32 digits as four words of eight, in text order (the first digit in each word's lowest byte).
+        guard let a = digits(load64(0)), let b = digits(load32(9) | load32(14) << 32),
+            let c = digits(load32(19) | load32(24) << 32), let d = digits(load64(28))
+        else { return nil }
+        return (APNsID(high: a << 32 | b, low: c << 32 | d), uppercase != 0, lowercase != 0)
     }
 
     /// Writes the 36 characters of the canonical lowercase form at the start of `out`; returns 36.
