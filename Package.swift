@@ -36,11 +36,13 @@ let package = Package(
         // Protocol core: event validation, payload bytes, binary frames, decoders. No I/O.
         .target(
             name: "PushCore",
-            dependencies: ["CPushSHA", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["CPushSHA", "CPushScan", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
         // SHA-1 block compression with the x86 SHA extensions, for PushCore's derived apns-ids. No I/O.
         .target(name: "CPushSHA"),
+        // The JSON reader's sixteen-byte string scan (SSE2), inline in its header. No I/O.
+        .target(name: "CPushScan"),
         // glibc's allocator settings for the executable (mallopt; see AllocatorSettings.swift).
         .target(name: "CPushAllocator"),
         // Collections of our own for the long queues of held notifications (chunked: no doubling, memory given back).

@@ -1,3 +1,5 @@
+import CPushScan
+
 /// A validating, allocation-free reader over the bytes of one JSON text (RFC 8259, UTF-8).
 ///
 /// It does not build a tree: callers walk the text and ask for the next token, so they can keep the raw bytes of
@@ -133,10 +135,17 @@ struct JSONReader {
         return (below20 | isQuote | isBackslash | word) & 0x8080_8080_8080_8080
     }
 
-    /// Skips, eight at a time, string bytes that need no attention (printable ASCII other than `"` and `\\`), and
-    /// stops on the first byte that does.
+    /// Skips string bytes that need no attention (printable ASCII other than `"` and `\\`), sixteen at a time where
+    /// the CPU can (`CPushScan`), then eight at a time, and stops on the first byte that does.
     @inline(__always)
     private mutating func skipPlainStringBytes() {
+        if position + 16 <= bytes.count, let base = bytes.baseAddress {
+            let rest = bytes.count - position
+            let plain = pushscan_plain_string_prefix(base + position, rest)
+            position += plain
+            // Short of the last whole sixteen: it stopped on a byte that needs attention.
+            if plain < rest & ~15 { return }
+        }
         while position + 8 <= bytes.count {
             let stops = Self.stringStops(bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
             if stops != 0 {
