@@ -34,4 +34,43 @@ static inline size_t pushscan_plain_string_prefix(const void *bytes, size_t coun
     return index;
 }
 
+/// Decodes hex digits (either case) sixteen at a time from `text` (`count` bytes) into `out`, eight bytes for each
+/// sixteen digits, the first digit of a pair the high nibble, and stops before the first sixteen that hold any other
+/// byte or run past `count`: returns how many digits it decoded (a multiple of sixteen; `out` needs room for half as
+/// many bytes). The caller reads the rest its own way, and finds there any byte that is not a digit. 0 without SSE2.
+static inline size_t pushscan_hex_pairs(const void *text, size_t count, uint8_t *out) {
+    size_t index = 0;
+#if defined(__SSE2__)
+    const __m128i zeroDigit = _mm_set1_epi8('0');
+    const __m128i nine = _mm_set1_epi8(9);
+    const __m128i caseBit = _mm_set1_epi8(0x20);
+    const __m128i letterA = _mm_set1_epi8('a');
+    const __m128i five = _mm_set1_epi8(5);
+    const __m128i ten = _mm_set1_epi8(10);
+    const __m128i lowBytes = _mm_set1_epi16(0x00FF);
+    while (index + 16 <= count) {
+        const __m128i chunk = _mm_loadu_si128((const __m128i *)((const uint8_t *)text + index));
+        // Unsigned "at most": x <= n exactly when min(x, n) == x.
+        const __m128i digit = _mm_sub_epi8(chunk, zeroDigit);
+        const __m128i isDigit = _mm_cmpeq_epi8(_mm_min_epu8(digit, nine), digit);
+        const __m128i letter = _mm_sub_epi8(_mm_or_si128(chunk, caseBit), letterA);
+        const __m128i isLetter = _mm_cmpeq_epi8(_mm_min_epu8(letter, five), letter);
+        if (_mm_movemask_epi8(_mm_or_si128(isDigit, isLetter)) != 0xFFFF) break;
+        const __m128i values = _mm_or_si128(_mm_and_si128(isDigit, digit),
+                                            _mm_and_si128(isLetter, _mm_add_epi8(letter, ten)));
+        // Each 16-bit lane holds a pair, its first digit in the low byte.
+        const __m128i high = _mm_slli_epi16(_mm_and_si128(values, lowBytes), 4);
+        const __m128i low = _mm_srli_epi16(values, 8);
+        const __m128i bytes = _mm_packus_epi16(_mm_or_si128(high, low), _mm_setzero_si128());
+        _mm_storel_epi64((__m128i *)(out + index / 2), bytes);
+        index += 16;
+    }
+#else
+    (void)text;
+    (void)count;
+    (void)out;
+#endif
+    return index;
+}
+
 #endif

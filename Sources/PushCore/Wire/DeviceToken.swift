@@ -1,3 +1,5 @@
+import CPushScan
+
 /// A device token in binary form, 1 to 100 bytes.
 ///
 /// Producers write tokens in hex; ``init(hex:)`` accepts upper or lower case, spaces anywhere and one surrounding
@@ -70,6 +72,12 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
         // As producers write it: digits only, in pairs. Anything else (a space) starts over the long way.
         if (end - first) & 1 == 0 {
             var index = first
+            // Sixteen at a time where the CPU can (`CPushScan`), then eight, then in pairs.
+            if end - first >= 16, let base = text.baseAddress, let outBase = out.baseAddress {
+                let decoded = pushscan_hex_pairs(base + first, end - first, outBase)
+                index += decoded
+                count += decoded / 2
+            }
             while index + 8 <= end, let four = DeviceToken.hexWord(text.loadUnaligned(fromByteOffset: index, as: UInt64.self)) {
                 UnsafeMutableRawPointer(out.baseAddress! + count).storeBytes(of: four.littleEndian, as: UInt32.self)
                 count += 4

@@ -69,8 +69,9 @@ import Testing
         }
     }
 
-    /// Tokens are read eight digits at a time, then in pairs: on random text of hex digits and their neighbours
-    /// (`/`, `:`, `@`, `G`, `` ` ``, `g`, bytes with the high bit set), each result is the one digit by digit gives.
+    /// Tokens are read sixteen digits at a time (SSE2), then eight, then in pairs: on random text of hex digits and
+    /// their neighbours (`/`, `:`, `@`, `G`, `` ` ``, `g`, bytes with the high bit set), each result is the one digit
+    /// by digit gives.
     @Test func tokensReadEightDigitsAtATimeAgreeWithDigitByDigit() {
         let alphabet: [UInt8] = Array("0123456789abcdefABCDEF/:@G`g".utf8) + [0x80, 0xC3, 0xFF, 0x00]
         var random = SplitMix64(seed: 13)
