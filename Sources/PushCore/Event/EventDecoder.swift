@@ -675,7 +675,9 @@ private struct EventScan {
         if payloadHasWhitespace {
             JSONCompaction.append(reader.bytes, from: payloadStart, to: payloadEnd, into: &staging)
         } else {
-            staging.append(contentsOf: reader.bytes[payloadStart..<payloadEnd])
+            // As typed bytes: a slice of raw bytes is appended through a generic iterator.
+            staging.append(contentsOf: UnsafeRawBufferPointer(rebasing: reader.bytes[payloadStart..<payloadEnd])
+                .assumingMemoryBound(to: UInt8.self))
         }
         if staging.count - tokenEnd > payloadLimit {
             switch shortened(staging.count - tokenEnd, limit: payloadLimit) {
