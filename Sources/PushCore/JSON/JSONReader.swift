@@ -72,7 +72,17 @@ struct JSONReader {
             throw JSONSyntaxError(isAtEnd ? .unexpectedEnd : .expectedKey, at: position)
         }
         let key: JSONString
-        if let short = readShortString() { key = short } else { key = try readString() }
+        if let short = readShortString() {
+            // Compact JSON, `"key":` with its value right after (no byte up to a space starts a value): no
+            // whitespace to skip on either side of the colon.
+            if position + 1 < bytes.count, bytes[position] == UInt8(ascii: ":"), bytes[position + 1] > 0x20 {
+                position += 1
+                return short
+            }
+            key = short
+        } else {
+            key = try readString()
+        }
         skipWhitespace()
         try expect(UInt8(ascii: ":"))
         skipWhitespace()

@@ -35,18 +35,19 @@ import Testing
             #""a\"b""#, #""\u0041""#, #""ab\\""#, #""é""#, #""abcdefgé""#, #""a"#, #""abcdefghij"#, #""""#,
         ].map { Array($0.utf8) }
         keys += [[0x22, 0x61, 0x09, 0x62, 0x22], [0x22, 0x61, 0xFF, 0x22], [0x22, 0x61, 0x7F, 0x22]]
+        // Followed by a value and more (a key mid-object), by a spaced colon, by a colon with whitespace or a control
+        // character after it, and by nothing (the input's end within eight bytes of the quote).
+        let tails = [#":1,"other":2}"#, #" : 1}"#, ": 1}", ":\t1}", ":\u{1}1}", ":!", ":", ""]
         var checked = 0
         for key in keys {
-            // Followed by a value and more (a key mid-object), by a spaced colon, and by nothing (the input's end
-            // within eight bytes of the quote).
-            for tail in [#":1,"other":2}"#, #" : 1}"#, ":", ""] {
+            for tail in tails {
                 let text = key + Array(tail.utf8)
                 let (fast, long) = { (r: [String]) in (r[0], r[1]) }(Self.both(text))
                 #expect(fast == long, "\(String(decoding: text, as: UTF8.self))")
                 checked += 1
             }
         }
-        #expect(checked == keys.count * 4)
+        #expect(checked == keys.count * tails.count)
         // The one-word way was taken: a short key mid-object ends where its quote is.
         #expect(Self.both(Array(#""id":1,"app":2}"#.utf8))[0] == "id false 1..<3 at 5")
     }
