@@ -41,7 +41,7 @@ let package = Package(
         ),
         // SHA-1 block compression with the x86 SHA extensions, for PushCore's derived apns-ids. No I/O.
         .target(name: "CPushSHA"),
-        // The JSON reader's sixteen-byte string scan (SSE2), inline in its header. No I/O.
+        // The JSON reader's and the device token's sixteen-byte steps (SSE2), inline in its header. No I/O.
         .target(name: "CPushScan"),
         // glibc's allocator settings for the executable (mallopt; see AllocatorSettings.swift).
         .target(name: "CPushAllocator"),

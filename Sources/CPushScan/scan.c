@@ -1,2 +1,3 @@
-// The scanner is inline in its header, so that Swift can inline it into the JSON reader's string loop.
+// The scans are inline in their header, so that Swift can inline them into the JSON reader's and the device
+// token's loops.
 #include "CPushScan.h"

@@ -20,9 +20,9 @@ static inline size_t pushscan_plain_string_prefix(const void *bytes, size_t coun
     const __m128i space = _mm_set1_epi8(0x20);
     while (index + 16 <= count) {
         const __m128i chunk = _mm_loadu_si128((const __m128i *)((const uint8_t *)bytes + index));
+        const __m128i quoteOrBackslash = _mm_or_si128(_mm_cmpeq_epi8(chunk, quote), _mm_cmpeq_epi8(chunk, backslash));
         // Signed: a byte of 0x80 or above is negative, so "below 0x20" also finds the non-ASCII bytes.
-        const __m128i stops = _mm_or_si128(_mm_cmplt_epi8(chunk, space),
-                                           _mm_or_si128(_mm_cmpeq_epi8(chunk, quote), _mm_cmpeq_epi8(chunk, backslash)));
+        const __m128i stops = _mm_or_si128(_mm_cmplt_epi8(chunk, space), quoteOrBackslash);
         const unsigned mask = (unsigned)_mm_movemask_epi8(stops);
         if (mask != 0) return index + (size_t)__builtin_ctz(mask);
         index += 16;
