@@ -95,10 +95,7 @@ import Testing
 
     /// Which ids are kept inline (no heap object for the held event).
     @Test func shortIdsAndCanonicalUUIDsAreKeptInline() {
-        func kind(_ id: String) -> CompactIDKind {
-            var words: (UInt64, UInt64) = (0, 0)
-            return CompactIDKind.pack(id, into: &words)
-        }
+        func kind(_ id: String) -> CompactIDKind { EventID(id).packed?.kind ?? .overflow }
         #expect(kind("e123") == CompactIDKind(rawValue: 4))
         #expect(kind(String(repeating: "a", count: 16)) == CompactIDKind(rawValue: 16))
         #expect(kind(String(repeating: "a", count: 17)) == .overflow)

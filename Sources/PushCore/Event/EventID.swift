@@ -51,11 +51,6 @@ public struct CompactIDKind: Equatable, Sendable {
     public static let uppercaseUUID = CompactIDKind(rawValue: 18)
     public static let overflow = CompactIDKind(rawValue: 0x7F)
 
-    /// Packs `id` into `words` if it fits; the kind says how.
-    public static func pack(_ id: String, into words: inout (UInt64, UInt64)) -> CompactIDKind {
-        id.withBorrowedUTF8 { pack(utf8: $0, into: &words) }
-    }
-
     /// Packs the id whose (valid) UTF-8 is `text` into `words` if it fits; the kind says how.
     static func pack(utf8 text: UnsafeRawBufferPointer, into words: inout (UInt64, UInt64)) -> CompactIDKind {
         if text.count <= 16 {
