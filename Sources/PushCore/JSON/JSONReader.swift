@@ -321,24 +321,46 @@ struct JSONReader {
         if peek() == UInt8(ascii: "-") { position += 1 }
         guard let first = peek(), isDigit(first) else { throw JSONSyntaxError(.invalidNumber, at: start) }
         position += 1
-        if first != UInt8(ascii: "0") {
-            while let d = peek(), isDigit(d) { position += 1 }
-        }
+        if first != UInt8(ascii: "0") { skipDigits() }
         var plainInteger = true
         if peek() == UInt8(ascii: ".") {
             plainInteger = false
             position += 1
             guard let d = peek(), isDigit(d) else { throw JSONSyntaxError(.invalidNumber, at: start) }
-            while let d = peek(), isDigit(d) { position += 1 }
+            skipDigits()
         }
         if let e = peek(), e == UInt8(ascii: "e") || e == UInt8(ascii: "E") {
             plainInteger = false
             position += 1
             if let s = peek(), s == UInt8(ascii: "+") || s == UInt8(ascii: "-") { position += 1 }
             guard let d = peek(), isDigit(d) else { throw JSONSyntaxError(.invalidNumber, at: start) }
-            while let d = peek(), isDigit(d) { position += 1 }
+            skipDigits()
         }
         return JSONNumber(start: start, end: position, isPlainInteger: plainInteger)
+    }
+
+    /// Skips ASCII digits, eight at a time while eight bytes remain, and stops on the first byte that is not one.
+    @inline(__always)
+    private mutating func skipDigits() {
+        while position + 8 <= bytes.count {
+            let stops = Self.nonDigits(bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
+            if stops != 0 {
+                position += stops.trailingZeroBitCount >> 3
+                return
+            }
+            position += 8
+        }
+        while position < bytes.count, isDigit(bytes[position]) { position += 1 }
+    }
+
+    /// The high bit of each of eight bytes (as loaded, in memory order) that is not an ASCII digit. A byte XOR '0'
+    /// is below 10 exactly for a digit; adding 0x76 sets the high bit of any larger value below 0x80, and a value
+    /// from 0x80 up is marked by its own high bit. A carry out of a value of 0x8A or more can mark the byte above
+    /// it, never one below: the lowest mark is exact (`trailingZeroBitCount >> 3` is its index).
+    @inline(__always)
+    static func nonDigits(_ loaded: UInt64) -> UInt64 {
+        let value = UInt64(littleEndian: loaded) ^ 0x3030_3030_3030_3030
+        return ((value &+ 0x7676_7676_7676_7676) | value) & 0x8080_8080_8080_8080
     }
 
     @inline(__always)
@@ -377,6 +399,7 @@ struct JSONReader {
     // MARK: Values
 
     /// The kind of the value at the current position, without consuming it.
+    @inline(__always)
     func kindOfNextValue() -> JSONKind? {
         guard let b = peek() else { return nil }
         switch b {
