@@ -145,6 +145,9 @@ public final class KafkaConsumer: Sendable {
         var positions = FetchPositions()
         let messages = UnsafeMutableBufferPointer<UnsafeMutablePointer<rd_kafka_message_t>>.allocate(capacity: maxBatch)
         defer { messages.deallocate() }
+        // The consumer queue (rd_kafka_poll_set_consumer), for draining what is already fetched a batch at a time;
+        // this loop owns the handle and gives it back before the consumer closes.
+        let queue = rd_kafka_queue_get_consumer(client)
         while !stopRequested.load(ordering: .relaxed) {
             // Suspended (graceful shutdown) counts as full: fetching stops, the group membership and commits go on.
             let outstanding = suspended.load(ordering: .relaxed) ? Int.max : sink.pressure
@@ -162,21 +165,7 @@ public final class KafkaConsumer: Sendable {
                 apply(action)
                 if case .resume(let partitions) = action { positions.resumed(partitions) }
             }
-            var count = 0
-            var timeout: Int32 = 100
-            while count < maxBatch, let message = rd_kafka_consumer_poll(client, timeout) {
-                timeout = 0
-                let m = message.pointee
-                if m.err != RD_KAFKA_RESP_ERR_NO_ERROR {
-                    if m.err != RD_KAFKA_RESP_ERR__PARTITION_EOF {
-                        logger.warning("kafka consumer error", metadata: ["error": "\(String(cString: rd_kafka_err2str(m.err)))"])
-                    }
-                    rd_kafka_message_destroy(message)
-                    continue
-                }
-                messages[count] = message
-                count += 1
-            }
+            var count = polled(into: messages, queue: queue)
             if count > 0 {
                 let screened = positions.screen(
                     messages, count: count, generation: context.generation,
@@ -191,9 +180,47 @@ public final class KafkaConsumer: Sendable {
             }
             storeSettledOffsets()
         }
+        if let queue { rd_kafka_queue_destroy(queue) }
         commitFinally(within: .seconds(10))
         rd_kafka_consumer_close(client)
         (sink as? RecordStream)?.finish()
+    }
+
+    /// Waits up to 100 ms for one record, then takes what else is already fetched, up to `messages.count` in all,
+    /// without waiting: the records' count at the start of `messages`. Error messages (end of partition, consumer
+    /// errors) are logged, destroyed and left out.
+    ///
+    /// The rest come through `rd_kafka_consume_batch_queue` on the consumer queue: one call, and one reading of
+    /// the clock for `max.poll.interval.ms`, for the batch, where `rd_kafka_consumer_poll` takes both for every
+    /// record. Both serve the rebalance callback on this thread between records.
+    private func polled(
+        into messages: UnsafeMutableBufferPointer<UnsafeMutablePointer<rd_kafka_message_t>>,
+        queue: OpaquePointer?
+    ) -> Int {
+        guard let first = rd_kafka_consumer_poll(client, 100) else { return 0 }
+        messages[0] = first
+        var count = 1
+        if let queue, messages.count > 1, let rest = messages.baseAddress.map({ $0 + 1 }) {
+            let taken = rest.withMemoryRebound(to: UnsafeMutablePointer<rd_kafka_message_t>?.self, capacity: messages.count - 1) {
+                rd_kafka_consume_batch_queue(queue, 0, $0, messages.count - 1)
+            }
+            if taken > 0 { count += taken }
+        }
+        var kept = 0
+        for i in 0..<count {
+            let message = messages[i]
+            let error = message.pointee.err
+            guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+                if error != RD_KAFKA_RESP_ERR__PARTITION_EOF {
+                    logger.warning("kafka consumer error", metadata: ["error": "\(String(cString: rd_kafka_err2str(error)))"])
+                }
+                rd_kafka_message_destroy(message)
+                continue
+            }
+            messages[kept] = message
+            kept += 1
+        }
+        return kept
     }
 
     /// The high watermark librdkafka last saw for the partition (no broker call).
