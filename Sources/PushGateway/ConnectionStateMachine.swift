@@ -103,6 +103,28 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
     /// given.
     mutating func send(_ delivery: Delivery, at time: SendTime, unixNow: Int64) -> SendDecision {
         precondition(isOpen, "nothing may be sent on a connection after an error response or a close")
+        let decision = admit(delivery, unixNow: unixNow)
+        if case .send = decision { recordSends(1, at: time) }
+        return decision
+    }
+
+    /// Decides for each of `batch` in order, as ``send(_:at:unixNow:)`` one at a time would, and hands each with
+    /// its decision to `body`. One call for a connection's batch: the connection reaches its machine once, not once
+    /// for every notification.
+    mutating func send(_ batch: [Delivery], at time: SendTime, unixNow: Int64, _ body: (Delivery, SendDecision) -> Void) {
+        precondition(isOpen, "nothing may be sent on a connection after an error response or a close")
+        var sent = 0
+        for delivery in batch {
+            let decision = admit(delivery, unixNow: unixNow)
+            if case .send = decision { sent += 1 }
+            body(delivery, decision)
+        }
+        if sent > 0 { recordSends(sent, at: time) }
+    }
+
+    /// Puts `delivery` in flight with the next identifier, or refuses it when its expiration has passed. The caller
+    /// records its send time (``recordSends(_:at:)``).
+    private mutating func admit(_ delivery: Delivery, unixNow: Int64) -> SendDecision {
         if Expiration.hasPassed(delivery.expiration, now: unixNow) {
             return .expired(.failed(
                 delivery, .expired, status: nil,
@@ -114,12 +136,17 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
         nextIdentifier = Self.identifier(after: identifier, by: 1)
         if inFlight.isEmpty { headIdentifier = identifier }
         inFlight.append(delivery)
-        if let last = sendRuns.last, last.sentAt == time.offset {
-            sendRuns[sendRuns.count - 1].count += 1
-        } else {
-            sendRuns.append(SendRun(sentAt: time.offset, count: 1))
-        }
         return .send(identifier: identifier)
+    }
+
+    /// The last `count` notifications put in flight were written at `time`.
+    private mutating func recordSends(_ count: Int, at time: SendTime) {
+        let last = sendRuns.count - 1
+        if last >= 0, sendRuns[last].sentAt == time.offset {
+            sendRuns[last].count += count
+        } else {
+            sendRuns.append(SendRun(sentAt: time.offset, count: count))
+        }
     }
 
     /// The notifications whose acceptance window has passed, oldest first, at most `limit` of them (the rest stay

@@ -263,8 +263,8 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
             let unixNow = unixSeconds()
             var buffer = context.channel.allocator.buffer(capacity: batch.count * (batch[0].frameSize + 16))
             var expired: [DeliveryOutcome] = []
-            for delivery in batch {
-                switch machine.send(delivery, at: sendTime, unixNow: unixNow) {
+            machine.send(batch, at: sendTime, unixNow: unixNow) { delivery, decision in
+                switch decision {
                 case .send(let identifier): delivery.write(identifier: identifier, into: &buffer)
                 case .expired(let outcome): expired.append(outcome)
                 }

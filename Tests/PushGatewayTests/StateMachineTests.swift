@@ -314,6 +314,50 @@ func sendAll(_ m: inout Machine, _ n: Int) -> [UInt32] {
         }
     }
 
+    /// A connection sends a batch in one call: each notification gets the decision, identifier and send time that
+    /// sending them one at a time gives, expired ones included, and a batch at the instant of the run before joins it.
+    @Test func aBatchIsDecidedAsTheSameSendsOneAtATime() {
+        let expired = UInt32(now - 1)
+        // Per batch: (ticket, expiration), and the batch's send time in milliseconds.
+        let batches: [([(UInt64, UInt32)], Int)] = [
+            ([(1, 0), (2, expired), (3, 0)], 0),
+            ([(4, 0)], 0),  // the same instant: one run with the batch before
+            ([(5, expired)], 100),  // nothing sent: no run
+            ([(6, 0), (7, 0), (8, expired), (9, 0)], 300),
+        ]
+        var single = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5)
+        var batched = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5)
+        var singleDecisions: [String] = []
+        var batchedDecisions: [String] = []
+        func describe(_ ticket: DeliveryTicket, _ decision: Machine.SendDecision) -> String {
+            switch decision {
+            case .send(let identifier): "\(ticket) sent as \(identifier)"
+            case .expired(let outcome): "\(outcome.ticket) expired"
+            }
+        }
+        for (batch, at) in batches {
+            let instant = t0.advanced(by: .milliseconds(at))
+            let deliveries = batch.map { delivery($0.0, expiration: $0.1) }
+            for d in deliveries {
+                singleDecisions.append(describe(d.ticket, single.send(d, now: instant, unixNow: now)))
+            }
+            batched.send(deliveries, at: batched.sendTime(at: instant), unixNow: now) { d, decision in
+                batchedDecisions.append(describe(d.ticket, decision))
+            }
+        }
+        #expect(batchedDecisions == singleDecisions)
+        #expect(batchedDecisions.filter { $0.hasSuffix("expired") }.count == 3)
+        #expect(batched.inFlight.map(\.ticket) == [1, 3, 4, 6, 7, 9])
+        #expect(batched.inFlight.map(\.sends) == single.inFlight.map(\.sends))
+        // Accepted run by run at the same instants: the send times were kept alike.
+        for ms in [999, 1000, 1299, 1300] {
+            let at = t0.advanced(by: .milliseconds(ms))
+            #expect(batched.acceptDue(now: at).map(\.ticket) == single.acceptDue(now: at).map(\.ticket), "\(ms) ms")
+        }
+        #expect(batched.inFlight.isEmpty)
+        #expect(batched.acceptedCount == 6)
+    }
+
     @Test func abandonHandsEverythingBackUncounted() {
         var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5)
         _ = sendAll(&m, 2)
