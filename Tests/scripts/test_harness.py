@@ -1,0 +1,34 @@
+"""The end-to-end harness's worker configuration."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "e2e"))
+
+import harness  # noqa: E402
+
+
+def consumer_properties(tmp_path, given):
+    path = harness.worker_config(str(tmp_path), "127.0.0.1:9092", 1, 2, 3, consumer_properties=given)
+    # The block's entries, `    key: "value"`, up to the next top-level key.
+    with open(path) as f:
+        lines = f.read().split("  consumer_properties:\n", 1)[1].split("\napps:", 1)[0].splitlines()
+    entries = [(key.strip(), value.strip().strip('"')) for key, value in (line.split(": ", 1) for line in lines)]
+    keys = [key for key, _ in entries]
+    # A key written twice makes the worker refuse its configuration.
+    assert len(keys) == len(set(keys)), f"a key twice: {keys}"
+    return dict(entries)
+
+
+def test_a_given_property_replaces_the_default_of_the_same_name(tmp_path):
+    properties = consumer_properties(tmp_path, {"session.timeout.ms": "60000", "fetch.wait.max.ms": "10"})
+    assert properties == {
+        "session.timeout.ms": "60000",
+        "group.instance.id": "bench-worker-1",
+        "receive.message.max.bytes": "1000000000",
+        "fetch.wait.max.ms": "10",
+    }
+
+
+def test_without_given_properties_the_defaults_stay(tmp_path):
+    assert consumer_properties(tmp_path, None)["session.timeout.ms"] == "6000"
