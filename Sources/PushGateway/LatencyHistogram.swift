@@ -37,22 +37,11 @@ public final class LatencyHistogram: Sendable {
         /// One observation; a negative one (a clock that went back) counts as 0.
         public mutating func record(nanoseconds: Int64) {
             let value = max(0, nanoseconds)
-            buckets[Self.bucket(of: value, bounds: bounds)] += 1
+            var bucket = 0
+            while bucket < bounds.count && value > bounds[bucket] { bucket += 1 }
+            buckets[bucket] += 1
             count += 1
             sumNanoseconds += Double(value)
-        }
-
-        /// The first bucket whose bound is at least `value` (`bounds.count`, +Inf, past the last), by halving: a
-        /// notification accepted after the one-second window is past most bounds, which a scan from the first
-        /// would compare one by one.
-        static func bucket(of value: Int64, bounds: [Int64]) -> Int {
-            var low = 0
-            var high = bounds.count
-            while low < high {
-                let middle = (low + high) / 2
-                if value > bounds[middle] { low = middle + 1 } else { high = middle }
-            }
-            return low
         }
 
         public mutating func record(milliseconds: Int64) {

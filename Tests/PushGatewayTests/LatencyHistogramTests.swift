@@ -29,20 +29,6 @@ import Testing
         #expect(histogram.snapshot.atMost == [3, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6])  // 30 ms: le="0.05"
     }
 
-    /// Every bound, one under it and one over it, and the ends: the bucket found by halving is the first whose bound
-    /// is at least the value, as a scan from the first bound finds it.
-    @Test func theBucketIsTheFirstWhoseBoundHoldsTheValue() {
-        let bounds = LatencyHistogram.boundsNanoseconds
-        var values: [Int64] = [0, 1, .max]
-        for bound in bounds { values += [bound - 1, bound, bound + 1] }
-        for value in values {
-            let scanned = bounds.firstIndex { value <= $0 } ?? bounds.count
-            #expect(LatencyHistogram.Batch.bucket(of: value, bounds: bounds) == scanned, "\(value)")
-        }
-        #expect(LatencyHistogram.Batch.bucket(of: .max, bounds: bounds) == bounds.count)
-        #expect(LatencyHistogram.Batch.bucket(of: 0, bounds: bounds) == 0)
-    }
-
     @Test func batchesFromManyThreadsAddUp() async {
         let histogram = LatencyHistogram(name: "h")
         await withTaskGroup(of: Void.self) { group in
