@@ -200,8 +200,9 @@ public final class KafkaConsumer: Sendable {
         guard let first = rd_kafka_consumer_poll(client, 100) else { return 0 }
         messages[0] = first
         var count = 1
-        if let queue, messages.count > 1, let rest = messages.baseAddress.map({ $0 + 1 }) {
-            let taken = rest.withMemoryRebound(to: UnsafeMutablePointer<rd_kafka_message_t>?.self, capacity: messages.count - 1) {
+        if let queue, messages.count > 1, let base = messages.baseAddress {
+            // librdkafka's array holds optional pointers: the same layout, filled only with records.
+            let taken = (base + 1).withMemoryRebound(to: UnsafeMutablePointer<rd_kafka_message_t>?.self, capacity: messages.count - 1) {
                 rd_kafka_consume_batch_queue(queue, 0, $0, messages.count - 1)
             }
             if taken > 0 { count += taken }

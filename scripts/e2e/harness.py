@@ -210,10 +210,10 @@ def worker_config(workdir, servers, gateway_port, feedback_port, http_port, max_
     with `suppression`, tokens reported gone are shared through SUPPRESSED."""
     pki = f"{ROOT}/pki"
     path = os.path.join(workdir, "pushworker.yaml")
-    # Given properties replace the defaults below (a session timeout for a worker run under a profiler, say).
+    # Given properties replace these defaults (a session timeout for a worker run under a profiler, say).
     properties = {"session.timeout.ms": "6000", "group.instance.id": instance, "receive.message.max.bytes": "1000000000"}
     properties.update(consumer_properties or {})
-    extra = "".join(f'    {key}: "{value}"\n' for key, value in properties.items())
+    consumer_block = "".join(f'    {key}: "{value}"\n' for key, value in properties.items())
     if api_port is None:
         app = f"""    certificate: {pki}/app.pem
     private_key: {pki}/app-key.pem
@@ -238,7 +238,7 @@ def worker_config(workdir, servers, gateway_port, feedback_port, http_port, max_
   delivery_error_topic: {ERRORS}
   feedback_topic: {FEEDBACK}
   consumer_properties:
-{extra}apps:
+{consumer_block}apps:
   - bundle_id: {APP}
     environment: production
 {app}tls:

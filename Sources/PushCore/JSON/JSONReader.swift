@@ -340,6 +340,8 @@ struct JSONReader {
     }
 
     /// Skips ASCII digits, eight at a time while eight bytes remain, and stops on the first byte that is not one.
+    /// The word step is the string's (``skipPlainStringBytes()``) with another test, kept apart: one function for
+    /// both, with the test passed in, cost 22 more instructions per decode.
     @inline(__always)
     private mutating func skipDigits() {
         while position + 8 <= bytes.count {
