@@ -91,9 +91,31 @@ public struct ChunkedQueue<Element> {
         _count += 1
     }
 
+    /// Appends `elements` in their order, a chunk's free run at a time: one copy-on-write check per chunk, not per
+    /// element (a pool's queue takes a poll's deliveries at once).
     @inlinable
     public mutating func append<S: Sequence<Element>>(contentsOf elements: S) {
-        for element in elements { append(element) }
+        var iterator = elements.makeIterator()
+        var next = iterator.next()
+        while let first = next {
+            if chunks.isEmpty || chunks[chunks.count - 1].end == Self.chunkCapacity {
+                chunks.append(Chunk())
+            } else {
+                makeUnique(chunks.count - 1)
+            }
+            let last = chunks[chunks.count - 1]
+            var end = last.end
+            (last.slots + end).initialize(to: first)
+            end += 1
+            next = iterator.next()
+            while end < Self.chunkCapacity, let element = next {
+                (last.slots + end).initialize(to: element)
+                end += 1
+                next = iterator.next()
+            }
+            _count += end - last.end
+            last.end = end
+        }
     }
 
     /// Puts `element` before the first element.
@@ -171,6 +193,15 @@ public struct ChunkedQueue<Element> {
             _count -= k
             left -= k
             dropFirstChunkIfDrained()
+        }
+    }
+
+    /// Removes the first `n` elements and hands each to `body` in their order, moved out rather than copied.
+    @inlinable
+    public mutating func removeFirst(_ n: Int, each body: (Element) -> Void) {
+        precondition(n >= 0 && n <= _count, "removeFirst(\(n)) on a queue of \(_count)")
+        detachFirst(n) { slots, count in
+            for i in 0..<count { body((slots + i).move()) }
         }
     }
 

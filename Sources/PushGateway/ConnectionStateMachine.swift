@@ -115,21 +115,38 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
         precondition(isOpen, "nothing may be sent on a connection after an error response or a close")
         var sent = 0
         for delivery in batch {
-            let decision = admit(delivery, unixNow: unixNow)
-            if case .send = decision { sent += 1 }
-            body(delivery, decision)
+            if let expired = Self.refusal(delivery, unixNow: unixNow) {
+                body(delivery, expired)
+                continue
+            }
+            let identifier = nextIdentifier
+            nextIdentifier = Self.identifier(after: identifier, by: 1)
+            if sent == 0 && inFlight.isEmpty { headIdentifier = identifier }
+            sent += 1
+            body(delivery, .send(identifier: identifier))
         }
-        if sent > 0 { recordSends(sent, at: time) }
+        guard sent > 0 else { return }
+        // In flight as a run, in the order of their identifiers: one copy-on-write check per chunk.
+        inFlight.append(contentsOf: batch.lazy.filter { !Expiration.hasPassed($0.expiration, now: unixNow) }.map {
+            var delivery = $0
+            delivery.sends += 1
+            return delivery
+        })
+        recordSends(sent, at: time)
+    }
+
+    /// The decision for a delivery whose expiration has passed by `unixNow`; nil for one that may go.
+    private static func refusal(_ delivery: Delivery, unixNow: Int64) -> SendDecision? {
+        guard Expiration.hasPassed(delivery.expiration, now: unixNow) else { return nil }
+        return .expired(.failed(
+            delivery, .expired, status: nil,
+            "expiration \(RFC3339.format(unixSeconds: Int64(delivery.expiration))) passed before it could be sent"))
     }
 
     /// Puts `delivery` in flight with the next identifier, or refuses it when its expiration has passed. The caller
     /// records its send time (``recordSends(_:at:)``).
     private mutating func admit(_ delivery: Delivery, unixNow: Int64) -> SendDecision {
-        if Expiration.hasPassed(delivery.expiration, now: unixNow) {
-            return .expired(.failed(
-                delivery, .expired, status: nil,
-                "expiration \(RFC3339.format(unixSeconds: Int64(delivery.expiration))) passed before it could be sent"))
-        }
+        if let expired = Self.refusal(delivery, unixNow: unixNow) { return expired }
         var delivery = delivery
         delivery.sends += 1
         let identifier = nextIdentifier
@@ -154,20 +171,30 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
     mutating func acceptDue(now: Instant, limit: Int = .max) -> [DeliveryOutcome] {
         // Sent at or before this instant: due (one subtraction, not an addition per entry). The oldest is read in
         // place and moved out, not copied.
+        guard let sentBy = sentBy(now) else { return [] }
+        // How many are due, from the runs (a few per tick), so that the result is allocated once.
+        var due = 0
+        var runs = 0
+        while due < limit, runs < sendRuns.count, sendRuns[runs].sentAt <= sentBy {
+            due += sendRuns[runs].count
+            runs += 1
+        }
+        guard due > 0 else { return [] }
+        due = min(due, limit)
         var accepted: [DeliveryOutcome] = []
-        guard let sentBy = sentBy(now) else { return accepted }
-        while accepted.count < limit, let run = sendRuns.first, run.sentAt <= sentBy {
-            let taken = min(run.count, limit - accepted.count)
-            if accepted.isEmpty { accepted.reserveCapacity(min(limit, run.count)) }
-            for _ in 0..<taken { accepted.append(.accepted(inFlight.removeFirst())) }
-            if taken == run.count {
-                _ = sendRuns.removeFirst()
+        accepted.reserveCapacity(due)
+        inFlight.removeFirst(due) { accepted.append(.accepted($0)) }
+        var left = due
+        while left > 0 {
+            if sendRuns[0].count <= left {
+                left -= sendRuns.removeFirst().count
             } else {
-                sendRuns[0].count -= taken
+                sendRuns[0].count -= left
+                left = 0
             }
         }
-        headIdentifier = Self.identifier(after: headIdentifier, by: accepted.count)
-        acceptedCount += accepted.count
+        headIdentifier = Self.identifier(after: headIdentifier, by: due)
+        acceptedCount += due
         return accepted
     }
 

@@ -39,19 +39,27 @@ final class Tracked: Sendable {
         for _ in 0..<6_000 {
             switch random.next() % 100 {
             case 0..<50:
-                // Runs of appends, so that the queue spans many chunks.
-                for _ in 0..<Int(random.next() % 600) {
-                    queue.append(next)
-                    model.append(next)
-                    next += 1
+                // Runs of appends, so that the queue spans many chunks: one at a time, or as a run (filled a
+                // chunk's free slots at a time, into a chunk a copy may share).
+                let run = Array(next..<(next + Int(random.next() % 600)))
+                switch random.next() % 3 {
+                case 0: for element in run { queue.append(element) }
+                case 1: queue.append(contentsOf: run)
+                default: queue.append(contentsOf: run.lazy.map { $0 })  // a sequence that is not an array
                 }
+                model.append(contentsOf: run)
+                next += run.count
             case 50..<80:
                 let n = min(model.count, Int(random.next() % 700))
-                switch random.next() % 3 {
+                switch random.next() % 4 {
                 case 0:
                     queue.removeFirst(n)
                 case 1:
                     #expect(queue.takeFirst(n) == Array(model.prefix(n)))
+                case 2:
+                    var handed: [Int] = []
+                    queue.removeFirst(n) { handed.append($0) }
+                    #expect(handed == Array(model.prefix(n)))
                 default:
                     for _ in 0..<n { #expect(queue.removeFirst() == model[0]); model.removeFirst() }
                     continue
@@ -162,6 +170,17 @@ final class Tracked: Sendable {
             #expect(Tracked.alive.load(ordering: .relaxed) == before + 400)
             #expect(queue.isEmpty && copy.count == 400 && taken.map(\.value) == Array(300..<700))
             _ = copy
+        }
+        #expect(Tracked.alive.load(ordering: .relaxed) == before)
+        do {
+            // Handed out one by one: each is released once its receiver lets go; appended as a run: held once.
+            var queue = ChunkedQueue<Tracked>()
+            queue.append(contentsOf: (0..<700).map { Tracked($0) })
+            #expect(Tracked.alive.load(ordering: .relaxed) == before + 700)
+            var values: [Int] = []
+            queue.removeFirst(500) { values.append($0.value) }
+            #expect(Tracked.alive.load(ordering: .relaxed) == before + 200)
+            #expect(values == Array(0..<500) && queue.count == 200 && queue[0].value == 500)
         }
         #expect(Tracked.alive.load(ordering: .relaxed) == before)
     }

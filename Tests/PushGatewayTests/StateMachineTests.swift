@@ -349,6 +349,15 @@ func sendAll(_ m: inout Machine, _ n: Int) -> [UInt32] {
         #expect(batchedDecisions.filter { $0.hasSuffix("expired") }.count == 3)
         #expect(batched.inFlight.map(\.ticket) == [1, 3, 4, 6, 7, 9])
         #expect(batched.inFlight.map(\.sends) == single.inFlight.map(\.sends))
+        // An error response names a notification by its identifier: the batches kept the head's identifier, so
+        // both settle the same (the one named failed, those before it accepted, those after it to send again).
+        var singleRefused = single
+        var batchedRefused = batched
+        let named = singleRefused.receive(ErrorResponse(status: .invalidToken, identifier: 5))
+        let batchedNamed = batchedRefused.receive(ErrorResponse(status: .invalidToken, identifier: 5))
+        #expect(named.outcomes.map(\.ticket) == [1, 3, 4, 6, 7])
+        #expect(batchedNamed.outcomes.map(\.ticket) == named.outcomes.map(\.ticket))
+        #expect(batchedNamed.resend.map(\.ticket) == [9] && named.resend.map(\.ticket) == [9])
         // Accepted run by run at the same instants: the send times were kept alike.
         for ms in [999, 1000, 1299, 1300] {
             let at = t0.advanced(by: .milliseconds(ms))
