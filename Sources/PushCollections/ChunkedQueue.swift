@@ -196,6 +196,20 @@ public struct ChunkedQueue<Element> {
         }
     }
 
+    /// How many elements from the first on satisfy `predicate`, up to the first that does not (read in place, a
+    /// chunk's slots at a time).
+    @inlinable
+    public func prefixCount(while predicate: (borrowing Element) -> Bool) -> Int {
+        var n = 0
+        for chunk in chunks {
+            for slot in chunk.start..<chunk.end {
+                guard predicate(chunk.slots[slot]) else { return n }
+                n += 1
+            }
+        }
+        return n
+    }
+
     /// Removes the first `n` elements and hands each to `body` in their order, moved out rather than copied.
     @inlinable
     public mutating func removeFirst(_ n: Int, each body: (Element) -> Void) {

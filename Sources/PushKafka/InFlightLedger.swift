@@ -142,12 +142,12 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
             records.append(record)
         }
 
-        /// Removes the head record; returns its offset.
+        /// Removes the first `n` records (at least one); returns the offset of the last of them.
         @inlinable
-        mutating func removeFirst() -> Int64 {
-            let offset = offset(at: 0)
-            _ = records.removeFirst()
-            headSequence += 1
+        mutating func removeFirst(_ n: Int) -> Int64 {
+            let offset = offset(at: n - 1)
+            records.removeFirst(n)
+            headSequence += UInt64(n)
             while firstRun + 1 < runs.count, runs[firstRun + 1].sequence <= headSequence { firstRun += 1 }
             if firstRun >= 16, firstRun * 2 >= runs.count {
                 runs.removeFirst(firstRun)
@@ -367,10 +367,10 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
         held -= 1
         groupCounts[Int(partitions[s].records[i].group)] -= 1
         guard i == 0 else { return }
-        while !partitions[s].records.isEmpty, partitions[s].records[0].isSettled {
-            partitions[s].committable = partitions[s].removeFirst() + 1
-            partitions[s].dirty = true
-        }
+        // The settled run at the head leaves at once: one removal, one committable offset.
+        let settled = partitions[s].records.prefixCount { $0.isSettled }
+        partitions[s].committable = partitions[s].removeFirst(settled) + 1
+        partitions[s].dirty = true
     }
 
     // MARK: Reading

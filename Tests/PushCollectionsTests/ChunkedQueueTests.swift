@@ -87,6 +87,7 @@ final class Tracked: Sendable {
                 break
             }
             #expect(queue.count == model.count)
+            #expect(queue.prefixCount { $0 % 7 != 0 } == (model.firstIndex { $0 % 7 == 0 } ?? model.count))
         }
         #expect(Array(queue) == model)
         #expect(queue.first == model.first)
