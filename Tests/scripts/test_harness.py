@@ -32,3 +32,31 @@ def test_a_given_property_replaces_the_default_of_the_same_name(tmp_path):
 
 def test_without_given_properties_the_defaults_stay(tmp_path):
     assert consumer_properties(tmp_path, None)["session.timeout.ms"] == "6000"
+
+
+def test_thread_usage_splits_the_same_cpu_and_counts_page_faults():
+    import signal
+    import subprocess
+    # A process that faults in 64 MiB and spins a little, then is stopped so that its counters hold still.
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import sys, time\n"
+                              "b = bytearray(64 << 20)\n"
+                              "for i in range(0, len(b), 4096): b[i] = 1\n"
+                              "t = time.time()\n"
+                              "while time.time() - t < 0.3: pass\n"
+                              "print('ready', flush=True)\n"
+                              "time.sleep(60)\n"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        child.send_signal(signal.SIGSTOP)
+        worker = harness.Worker.__new__(harness.Worker)
+        worker.process = child
+        split, usage = worker.thread_cpu(), worker.thread_usage()
+        assert abs((usage["user"] + usage["system"]) - (split["librdkafka"] + split["worker"])) < 1e-9
+        assert usage["user"] >= 0.2
+        # 64 MiB is 16,384 pages; none of the threads is librdkafka's.
+        assert usage["worker_page_faults"] >= 16384
+        assert usage["librdkafka_page_faults"] == 0 and usage["librdkafka_system"] == 0
+    finally:
+        child.kill()
+        child.wait()

@@ -38,12 +38,12 @@ def wait_ready(worker, timeout=60):
 
 def wait_outcomes(worker, total, timeout):
     """Polls the worker's own counters until every event has an outcome; returns (cpu, peak RSS, CPU by thread
-    kind) at that moment."""
+    kind, user and system CPU and page faults) at that moment."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if worker.outcomes() >= total:
             cpu, peak, _ = worker.proc()
-            return cpu, peak, worker.thread_cpu()
+            return cpu, peak, worker.thread_cpu(), worker.thread_usage()
         if worker.process.poll() is not None:
             raise RuntimeError("the worker exited")
         time.sleep(0.25)
@@ -190,7 +190,7 @@ def main():
             producer.at_rate(args.rate, args.seconds, args.payload)
             print(f"offered {total} events at {args.rate}/s for {args.seconds:.0f} s "
                   f"(took {time.time() - began:.1f} s)", flush=True)
-        cpu, peak, by_thread = wait_outcomes(worker, total, timeout=max(600, args.seconds * 2))
+        cpu, peak, by_thread, usage = wait_outcomes(worker, total, timeout=max(600, args.seconds * 2))
         poller.stopped.set()
         arrivals = probe.stop() if probe else None
         worker_started = worker.started
@@ -213,6 +213,8 @@ def main():
             "worker_cpu_s_per_million": round(cpu / total * 1e6, 2),
             # librdkafka's threads (fetching, parsing the broker's answers) apart from the worker's own.
             "worker_cpu_s_per_million_by_thread": {k: round(v / total * 1e6, 2) for k, v in by_thread.items()},
+            # User and system CPU seconds and minor page faults, per million.
+            "worker_usage_per_million": {k: round(v / total * 1e6, 2) for k, v in usage.items()},
             "worker_idle_cpu_per_s": round(idle_cpu_per_s, 3) if idle_cpu_per_s is not None else None,
             "rss_series_mb": [(round(t), round(rss / 2**20, 1)) for t, rss in poller.samples],
             "worker_exit": status,
@@ -234,6 +236,10 @@ def main():
         print(f"worker: peak RSS {results['worker_peak_rss_mb']} MiB, CPU {cpu:.1f} s = "
               f"{results['worker_cpu_s_per_million']} s per million notifications "
               f"(librdkafka's threads {split['librdkafka']}, the worker's own {split['worker']})")
+        usage = results["worker_usage_per_million"]
+        print(f"worker, per million: user {usage['user']} s, system {usage['system']} s (librdkafka's threads "
+              f"{usage['librdkafka_system']} s); page faults: librdkafka's threads {usage['librdkafka_page_faults']:,.0f}, "
+              f"the worker's own {usage['worker_page_faults']:,.0f}")
         if results["rss_series_mb"]:
             print("worker RSS every 10 s (MiB): " + " ".join(str(mb) for _, mb in results["rss_series_mb"]))
             settled = [mb for t, mb in results["rss_series_mb"] if t > 60]

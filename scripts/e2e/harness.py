@@ -283,21 +283,40 @@ class Worker:
                 status[key] = value.strip()
         return cpu, int(status["VmHWM"].split()[0]) * 1024, int(status["VmRSS"].split()[0]) * 1024
 
-    def thread_cpu(self):
-        """CPU seconds so far by thread kind: librdkafka's own threads ("rdk:...") and the rest (the worker's)."""
-        split = {"librdkafka": 0.0, "worker": 0.0}
+    def threads(self):
+        """(name, fields after the name) of each of the worker's threads now, from /proc/PID/task/*/stat."""
         task_dir = f"/proc/{self.process.pid}/task"
         for tid in os.listdir(task_dir):
             try:
                 with open(f"{task_dir}/{tid}/stat") as f:
                     head, _, rest = f.read().rpartition(")")
-                name = head.partition("(")[2]
-                fields = rest.split()
             except OSError:
                 continue
+            yield head.partition("(")[2], rest.split()
+
+    def thread_cpu(self):
+        """CPU seconds so far by thread kind: librdkafka's own threads ("rdk:...") and the rest (the worker's)."""
+        split = {"librdkafka": 0.0, "worker": 0.0}
+        for name, fields in self.threads():
             cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
             split["librdkafka" if name.startswith("rdk:") else "worker"] += cpu
         return split
+
+    def thread_usage(self):
+        """User and system CPU seconds so far, librdkafka's threads' system seconds, and minor page faults by thread
+        kind: where the kernel's share goes (faulting in fetched answers, the sockets' system calls)."""
+        usage = {"user": 0.0, "system": 0.0, "librdkafka_system": 0.0, "librdkafka_page_faults": 0,
+                 "worker_page_faults": 0}
+        for name, fields in self.threads():
+            user, system, faults = int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS, int(fields[7])
+            usage["user"] += user
+            usage["system"] += system
+            if name.startswith("rdk:"):
+                usage["librdkafka_system"] += system
+                usage["librdkafka_page_faults"] += faults
+            else:
+                usage["worker_page_faults"] += faults
+        return usage
 
     def metrics(self):
         """The worker's /metrics as {name{labels}: value}; empty while it is not listening."""
