@@ -119,9 +119,7 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
                 body(delivery, expired)
                 continue
             }
-            let identifier = nextIdentifier
-            nextIdentifier = Self.identifier(after: identifier, by: 1)
-            if sent == 0 && inFlight.isEmpty { headIdentifier = identifier }
+            let identifier = takeIdentifier(first: sent == 0 && inFlight.isEmpty)
             sent += 1
             body(delivery, .send(identifier: identifier))
         }
@@ -149,11 +147,17 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
         if let expired = Self.refusal(delivery, unixNow: unixNow) { return expired }
         var delivery = delivery
         delivery.sends += 1
-        let identifier = nextIdentifier
-        nextIdentifier = Self.identifier(after: identifier, by: 1)
-        if inFlight.isEmpty { headIdentifier = identifier }
+        let identifier = takeIdentifier(first: inFlight.isEmpty)
         inFlight.append(delivery)
         return .send(identifier: identifier)
+    }
+
+    /// The identifier of the next notification put in flight; it becomes the head's when it is `first` in flight.
+    private mutating func takeIdentifier(first: Bool) -> UInt32 {
+        let identifier = nextIdentifier
+        nextIdentifier = Self.identifier(after: identifier, by: 1)
+        if first { headIdentifier = identifier }
+        return identifier
     }
 
     /// The last `count` notifications put in flight were written at `time`.
