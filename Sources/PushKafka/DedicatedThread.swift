@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 /// Runs a blocking librdkafka loop on a thread of its own (never on the cooperative pool) and returns when it
-/// ends. Cancelling the awaiting task calls `onCancel`, which must make the loop end.
+/// ends. The thread carries `name` (at most 15 bytes: Linux keeps no longer thread names). Cancelling the awaiting task calls `onCancel`, which must make the loop end.
 ///
 /// With `abandonAfterCancel`, a loop that has not ended that long after the cancellation is left to itself and the
 /// call returns false: librdkafka can wait without end inside a call (a group coordinator that stopped answering
@@ -18,10 +18,12 @@ func runOnDedicatedThread(
         await withCheckedContinuation { (done: CheckedContinuation<Bool, Never>) in
             completion.wait(done)
             let thread = Thread {
+                // Named from inside: on Linux a name set before `start()` never reaches the OS thread, which then
+                // keeps its creator's name (a cooperative pool thread's) in `top -H`, perf and /proc.
+                Thread.current.name = name
                 loop()
                 completion.complete(finished: true)
             }
-            thread.name = name
             thread.start()
         }
     } onCancel: {
