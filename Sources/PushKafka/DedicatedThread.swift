@@ -2,7 +2,8 @@ import Foundation
 import Synchronization
 
 /// Runs a blocking librdkafka loop on a thread of its own (never on the cooperative pool) and returns when it
-/// ends. The thread carries `name` (at most 15 bytes: Linux keeps no longer thread names). Cancelling the awaiting task calls `onCancel`, which must make the loop end.
+/// ends. The thread carries `name` (at most 15 bytes: Linux keeps no longer thread names). Cancelling the awaiting
+/// task calls `onCancel`, which must make the loop end.
 ///
 /// With `abandonAfterCancel`, a loop that has not ended that long after the cancellation is left to itself and the
 /// call returns false: librdkafka can wait without end inside a call (a group coordinator that stopped answering
