@@ -19,9 +19,7 @@ func runOnDedicatedThread(
         await withCheckedContinuation { (done: CheckedContinuation<Bool, Never>) in
             completion.wait(done)
             let thread = Thread {
-                // Named from inside: on Linux a name set before `start()` never reaches the OS thread, which then
-                // keeps its creator's name (a cooperative pool thread's) in `top -H`, perf and /proc.
-                Thread.current.name = name
+                nameCurrentThread(name)
                 loop()
                 completion.complete(finished: true)
             }
@@ -37,6 +35,22 @@ func runOnDedicatedThread(
             }
         }
     }
+}
+
+/// Gives the calling thread its name in the operating system (`top -H`, perf, /proc), from inside the thread.
+/// Foundation's `Thread.name` cannot be relied on for this on Linux: a name set before `start()` never reaches the OS
+/// thread, and one set from inside it is lost when the thread runs before `start()` has recorded its handle. The
+/// thread then keeps its creator's name (a cooperative pool thread's, "oot.default-qos").
+private func nameCurrentThread(_ name: String) {
+    #if os(Linux)
+    let fd = open("/proc/thread-self/comm", O_WRONLY)
+    guard fd >= 0 else { return }
+    defer { close(fd) }
+    let bytes = Array(name.utf8.prefix(15))
+    _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    #else
+    Thread.current.name = name
+    #endif
 }
 
 /// The end of a dedicated thread's loop, or its abandonment, whichever comes first: resumes the waiting task once.
