@@ -1,0 +1,43 @@
+"""The table scripts/bench-e2e-pairs prints: each pair's CPU per million, before and after, and the ratio of the means.
+
+    python3 scripts/e2e/pairs_summary.py FOLDER PAIRS COMMIT    reads FOLDER/before-N.json and FOLDER/after-N.json
+"""
+
+import json
+import statistics
+import sys
+
+# (heading, the figure in one run's results as bench_e2e.py writes them)
+FIGURES = (
+    ("all", lambda run: run["worker_cpu_s_per_million"]),
+    ("librdkafka's threads", lambda run: run["worker_cpu_s_per_million_by_thread"]["librdkafka"]),
+    ("the worker's own", lambda run: run["worker_cpu_s_per_million_by_thread"]["worker"]),
+)
+
+
+def summary(before, after, commit):
+    """Lines for runs made alternately: `before[i]` and `after[i]` are pair i + 1."""
+    def cells(run):
+        return " / ".join(f"{figure(run):.2f}" for _, figure in FIGURES)
+
+    lines = [f"CPU s per million, {commit} (before) and the working tree (after), alternately:",
+             "pair  before: all / librdkafka / own    after: all / librdkafka / own    missing  duplicates"]
+    for i, (b, a) in enumerate(zip(before, after, strict=True)):
+        missing = f"{b['missing']}, {a['missing']}"
+        lines.append(f"{i + 1:>4}  {cells(b):<33}{cells(a):<33}{missing:<9}{b['duplicates']}, {a['duplicates']}")
+    for name, figure in FIGURES:
+        mean_before = statistics.mean(figure(run) for run in before)
+        mean_after = statistics.mean(figure(run) for run in after)
+        lines.append(f"means, {name}: {mean_before:.2f} -> {mean_after:.2f} s (after / before {mean_after / mean_before:.2f})")
+    return lines
+
+
+def main():
+    folder, pairs, commit = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    def runs(side):
+        return [json.load(open(f"{folder}/{side}-{i}.json")) for i in range(1, pairs + 1)]
+    print("\n".join(summary(runs("before"), runs("after"), commit)))
+
+
+if __name__ == "__main__":
+    main()
