@@ -41,6 +41,8 @@ public final class KafkaConsumer: Sendable {
     private let maxBatch: Int
     private let stopRequested = Atomic<Bool>(false)
     private let pausedFlag = Atomic<Bool>(false)
+    private let holdCount = Atomic<Int>(0)
+    private let pauseCount = Atomic<Int>(0)
     private let suspended = Atomic<Bool>(false)
     private let logger: Logger
 
@@ -137,6 +139,14 @@ public final class KafkaConsumer: Sendable {
     /// Whether fetching is paused because the sink holds `maxOutstanding` unsettled records.
     public var isPaused: Bool { pausedFlag.load(ordering: .relaxed) }
 
+    /// How many times polling was held at `maxOutstanding` (``FetchThrottle``), since the start.
+    public var fetchHolds: Int { holdCount.load(ordering: .relaxed) }
+
+    /// How many times fetching paused at `maxOutstanding` (a hold that did not drain in time, or a new assignment
+    /// while full; not the pause of a graceful shutdown), since the start. Each pause drops what librdkafka
+    /// prefetched, to be fetched again on resume.
+    public var fetchPauses: Int { pauseCount.load(ordering: .relaxed) }
+
     /// The partitions assigned now.
     public var assignment: [TopicPartition] { context.assignment }
 
@@ -154,14 +164,17 @@ public final class KafkaConsumer: Sendable {
             // The rebalance callback runs inside rd_kafka_consumer_poll on this thread: the assignment read here
             // is the one the action applies to.
             let assignment = context.assignmentAndGeneration
+            let wasHolding = throttle.holdStarted != nil
             if let action = throttle.next(outstanding: outstanding, assignment: assignment.partitions, generation: assignment.generation) {
                 if action == .hold {
+                    if !wasHolding { holdCount.add(1, ordering: .relaxed) }
                     // Full: nothing is polled until the pipeline drains or the hold ends (a dedicated thread, so it
                     // may block). Settled offsets are still stored for the next commit.
                     storeSettledOffsets()
                     Thread.sleep(forTimeInterval: Self.holdTick)
                     continue
                 }
+                if case .pause = action, outstanding != .max { pauseCount.add(1, ordering: .relaxed) }
                 apply(action)
                 if case .resume(let partitions) = action { positions.resumed(partitions) }
             }

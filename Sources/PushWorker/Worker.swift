@@ -69,9 +69,13 @@ public final class Worker: Sendable {
             producer: producer, logger: logger, isPoller: { [consumer] in consumer.assignment.contains(pollerPartition) },
             suppression: suppression.map { (configuration.suppressionTopic!, $0.list) })
         let lag = Gauge(label: "pushworker_consumer_lag")
+        let holds = FollowingCounter(label: "pushworker_fetch_holds_total")
+        let pauses = FollowingCounter(label: "pushworker_fetch_pauses_total")
         http = HTTPEndpoints(
             metrics: { [consumer] in
                 lag.record(consumer.lag)
+                holds.follow(consumer.fetchHolds)
+                pauses.follow(consumer.fetchPauses)
                 var out: [UInt8] = []
                 registry?.emit(into: &out)
                 LatencyHistograms.process.emit(into: &out)
@@ -122,5 +126,21 @@ public final class Worker: Sendable {
         if !drained || unsettled > 0 {
             logger.warning("deadline reached: notifications without an outcome stay uncommitted", metadata: ["unsettled": "\(unsettled)"])
         }
+    }
+}
+
+/// A counter that follows a count kept elsewhere (the consumer's), brought up to date when `/metrics` is served.
+final class FollowingCounter: Sendable {
+    private let counter: CoreMetrics.Counter
+    private let reported = Mutex<Int>(0)
+
+    init(label: String) { counter = CoreMetrics.Counter(label: label) }
+
+    func follow(_ count: Int) {
+        let increase = reported.withLock { reported in
+            defer { reported = max(reported, count) }
+            return count - reported
+        }
+        if increase > 0 { counter.increment(by: Int64(increase)) }
     }
 }

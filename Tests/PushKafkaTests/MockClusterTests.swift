@@ -196,6 +196,9 @@ import Testing
                     if whenPaused < 0 && consumer.offsets.outstanding >= 50 {
                         // Nothing is settled yet: the consumer must pause instead of fetching the backlog.
                         #expect(await eventually(within: .seconds(30)) { consumer.isPaused })
+                        // One hold (polling stopped, nothing dropped), which lasted its second and became one pause.
+                        #expect(consumer.fetchHolds == 1)
+                        #expect(consumer.fetchPauses == 1)
                         whenPaused = consumer.offsets.outstanding
                         for record in received { consumer.offsets.outcomeKnown(record) }
                     } else if whenPaused >= 0 {

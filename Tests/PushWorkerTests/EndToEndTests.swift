@@ -107,6 +107,9 @@ import Testing
         #expect(metrics.body.contains("pushworker_delivery_latency_seconds_count \(valid)\n"))
         #expect(metrics.body.components(separatedBy: "# TYPE pushworker_delivery_latency_seconds ").count == 2)
         #expect(metrics.body.contains("pushworker_consumer_lag 0"))
+        // 20,000 events never fill the default max_in_flight: fetching was neither held nor paused.
+        #expect(metrics.body.contains("pushworker_fetch_holds_total 0\n"))
+        #expect(metrics.body.contains("pushworker_fetch_pauses_total 0\n"))
         #expect(try httpGet(port: httpPort, "/healthz").status == 200)
         let ready = try httpGet(port: httpPort, "/readyz")
         #expect(ready.status == 200, "\(ready.body)")

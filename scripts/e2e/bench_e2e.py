@@ -192,6 +192,11 @@ def main():
                   f"(took {time.time() - began:.1f} s)", flush=True)
         cpu, peak, by_thread, usage = wait_outcomes(worker, total, timeout=max(600, args.seconds * 2))
         poller.stopped.set()
+        # How often the pipeline filled: a hold stops polling; a pause (a hold that did not drain in time) drops
+        # librdkafka's prefetched records, fetched again on resume.
+        final_metrics = worker.metrics()
+        fetch_throttle = {"holds": int(final_metrics.get("pushworker_fetch_holds_total", 0)),
+                          "pauses": int(final_metrics.get("pushworker_fetch_pauses_total", 0))}
         arrivals = probe.stop() if probe else None
         worker_started = worker.started
         status = worker.terminate()
@@ -215,6 +220,7 @@ def main():
             "worker_cpu_s_per_million_by_thread": {k: round(v / total * 1e6, 2) for k, v in by_thread.items()},
             # User and system CPU seconds and minor page faults, per million.
             "worker_usage_per_million": {k: round(v / total * 1e6, 2) for k, v in usage.items()},
+            "fetch_throttle": fetch_throttle,
             "worker_idle_cpu_per_s": round(idle_cpu_per_s, 3) if idle_cpu_per_s is not None else None,
             "rss_series_mb": [(round(t), round(rss / 2**20, 1)) for t, rss in poller.samples],
             "worker_exit": status,
@@ -240,6 +246,8 @@ def main():
         print(f"worker, per million: user {usage['user']} s, system {usage['system']} s (librdkafka's threads "
               f"{usage['librdkafka_system']} s); page faults: librdkafka's threads {usage['librdkafka_page_faults']:,.0f}, "
               f"the worker's own {usage['worker_page_faults']:,.0f}")
+        print(f"fetching held {fetch_throttle['holds']} times, paused {fetch_throttle['pauses']} times "
+              "(the pipeline full at max_in_flight)")
         if results["rss_series_mb"]:
             print("worker RSS every 10 s (MiB): " + " ".join(str(mb) for _, mb in results["rss_series_mb"]))
             settled = [mb for t, mb in results["rss_series_mb"] if t > 60]
