@@ -1,6 +1,8 @@
 import os
 import sys
 
+import pytest
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "e2e"))
 
 import pairs_summary  # noqa: E402
@@ -27,8 +29,5 @@ def test_the_means_and_their_ratio_per_figure():
 
 
 def test_pairs_of_unequal_counts_are_refused():
-    try:
+    with pytest.raises(ValueError):
         pairs_summary.summary([run(1, 1, 1)], [], "abc")
-    except ValueError:
-        return
-    raise AssertionError("a before run without its after run was summarised")
