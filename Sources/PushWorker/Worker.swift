@@ -69,8 +69,8 @@ public final class Worker: Sendable {
             producer: producer, logger: logger, isPoller: { [consumer] in consumer.assignment.contains(pollerPartition) },
             suppression: suppression.map { (configuration.suppressionTopic!, $0.list) })
         let lag = Gauge(label: "pushworker_consumer_lag")
-        let holds = FollowingCounter(label: "pushworker_fetch_holds_total")
-        let pauses = FollowingCounter(label: "pushworker_fetch_pauses_total")
+        let holds = FollowingCounter(CoreMetrics.Counter(label: "pushworker_fetch_holds_total"))
+        let pauses = FollowingCounter(CoreMetrics.Counter(label: "pushworker_fetch_pauses_total"))
         http = HTTPEndpoints(
             metrics: { [consumer] in
                 lag.record(consumer.lag)
@@ -129,14 +129,15 @@ public final class Worker: Sendable {
     }
 }
 
-/// A counter that follows a count kept elsewhere (the consumer's), brought up to date when `/metrics` is served.
-final class FollowingCounter: Sendable {
+/// A counter that follows a count kept elsewhere (the consumer's), brought up to date when `/metrics` is served:
+/// it is incremented by what the count rose since the last call, and never by a count lower than one seen before.
+package final class FollowingCounter: Sendable {
     private let counter: CoreMetrics.Counter
     private let reported = Mutex<Int>(0)
 
-    init(label: String) { counter = CoreMetrics.Counter(label: label) }
+    package init(_ counter: CoreMetrics.Counter) { self.counter = counter }
 
-    func follow(_ count: Int) {
+    package func follow(_ count: Int) {
         let increase = reported.withLock { reported in
             defer { reported = max(reported, count) }
             return count - reported
