@@ -31,6 +31,11 @@ public struct FetchThrottle: Sendable, Equatable {
     public private(set) var paused = false
     /// When the current hold began (nil when not holding).
     public private(set) var holdStarted: ContinuousClock.Instant?
+    /// How many holds began, since the start.
+    public private(set) var holds = 0
+    /// How many times fetching paused because it was full (a hold that did not drain in time, or a new assignment
+    /// while full), since the start; not the pauses of a shutdown, which are not a sign of load.
+    public private(set) var pauses = 0
     private var pausedGeneration = 0
     private var pausedPartitions: Set<TopicPartition> = []
 
@@ -58,6 +63,7 @@ public struct FetchThrottle: Sendable, Equatable {
             holdStarted = nil
         } else if outstanding >= limit && outstanding != .max && !paused && holdLimit > .zero {
             holdStarted = now
+            holds += 1
             return .hold
         }
         if outstanding >= limit {
@@ -65,6 +71,7 @@ public struct FetchThrottle: Sendable, Equatable {
             paused = true
             pausedGeneration = generation
             pausedPartitions.formUnion(assignment)
+            if outstanding != .max { pauses += 1 }
             return .pause(assignment)
         }
         guard paused, outstanding <= limit * 3 / 4 else { return nil }

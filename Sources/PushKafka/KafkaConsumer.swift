@@ -41,6 +41,7 @@ public final class KafkaConsumer: Sendable {
     private let maxBatch: Int
     private let stopRequested = Atomic<Bool>(false)
     private let pausedFlag = Atomic<Bool>(false)
+    /// The poll loop's ``FetchThrottle`` counts, published for ``fetchHolds`` and ``fetchPauses``.
     private let holdCount = Atomic<Int>(0)
     private let pauseCount = Atomic<Int>(0)
     private let suspended = Atomic<Bool>(false)
@@ -164,17 +165,16 @@ public final class KafkaConsumer: Sendable {
             // The rebalance callback runs inside rd_kafka_consumer_poll on this thread: the assignment read here
             // is the one the action applies to.
             let assignment = context.assignmentAndGeneration
-            let wasHolding = throttle.holdStarted != nil
             if let action = throttle.next(outstanding: outstanding, assignment: assignment.partitions, generation: assignment.generation) {
+                holdCount.store(throttle.holds, ordering: .relaxed)
+                pauseCount.store(throttle.pauses, ordering: .relaxed)
                 if action == .hold {
-                    if !wasHolding { holdCount.add(1, ordering: .relaxed) }
                     // Full: nothing is polled until the pipeline drains or the hold ends (a dedicated thread, so it
                     // may block). Settled offsets are still stored for the next commit.
                     storeSettledOffsets()
                     Thread.sleep(forTimeInterval: Self.holdTick)
                     continue
                 }
-                if case .pause = action, outstanding != .max { pauseCount.add(1, ordering: .relaxed) }
                 apply(action)
                 if case .resume(let partitions) = action { positions.resumed(partitions) }
             }

@@ -39,6 +39,8 @@ struct FetchThrottleTests {
         #expect(throttle.next(outstanding: 0, assignment: [Self.p1], generation: 2) == .resume([Self.p0, Self.p1]))
         // Suspended for shutdown counts as full.
         #expect(throttle.next(outstanding: .max, assignment: [Self.p1], generation: 2) == .pause([Self.p1]))
+        // Both pauses of load are counted (one per assignment), the shutdown's is not; no hold without a limit.
+        #expect(throttle.pauses == 2 && throttle.holds == 0)
     }
 
     /// A throttle with a one-second hold at a limit of 100, asked at milliseconds after a fixed start.
@@ -68,6 +70,8 @@ struct FetchThrottleTests {
         #expect(h.next(120, at: 3000) == nil)
         #expect(h.next(75, at: 3500) == .resume(all))
         #expect(h.next(100, at: 3600) == .hold)
+        // Counted once each, when they begin: a hold asked again is the same hold.
+        #expect(h.throttle.holds == 2 && h.throttle.pauses == 1)
     }
 
     @Test func aHoldThatDrainsToThreeQuartersEndsWithoutAPause() {
@@ -80,6 +84,7 @@ struct FetchThrottleTests {
         #expect(h.next(100, at: 300) == .hold)
         #expect(h.next(100, at: 1299) == .hold)
         #expect(h.next(100, at: 1300) == .pause([Self.p0]))
+        #expect(h.throttle.holds == 2 && h.throttle.pauses == 1)
     }
 
     /// A hold that runs out with the count between three quarters and the limit polls again (there is room), and
@@ -100,5 +105,8 @@ struct FetchThrottleTests {
         #expect(held.next(100, at: 0) == .hold)
         #expect(held.next(.max, at: 0) == .pause([Self.p0]))
         #expect(held.throttle.paused && held.throttle.holdStarted == nil)
+        // A shutdown's pause is not counted as one of load; the hold before it was.
+        #expect(fresh.throttle.holds == 0 && fresh.throttle.pauses == 0)
+        #expect(held.throttle.holds == 1 && held.throttle.pauses == 0)
     }
 }
