@@ -7,7 +7,6 @@ import PushGateway
 import PushKafka
 import ServiceLifecycle
 import UnixSignals
-import Synchronization
 
 /// `pushworker run`: the worker's consumer, pipeline, producer, feedback poller and HTTP endpoints, run as the
 /// ServiceLifecycle services of ``services`` in one `ServiceGroup`.
@@ -126,22 +125,5 @@ public final class Worker: Sendable {
         if !drained || unsettled > 0 {
             logger.warning("deadline reached: notifications without an outcome stay uncommitted", metadata: ["unsettled": "\(unsettled)"])
         }
-    }
-}
-
-/// A counter that follows a count kept elsewhere (the consumer's), brought up to date when `/metrics` is served:
-/// it is incremented by what the count rose since the last call, and never by a count lower than one seen before.
-package final class FollowingCounter: Sendable {
-    private let counter: CoreMetrics.Counter
-    private let reported = Mutex<Int>(0)
-
-    package init(_ counter: CoreMetrics.Counter) { self.counter = counter }
-
-    package func follow(_ count: Int) {
-        let increase = reported.withLock { reported in
-            defer { reported = max(reported, count) }
-            return count - reported
-        }
-        if increase > 0 { counter.increment(by: Int64(increase)) }
     }
 }

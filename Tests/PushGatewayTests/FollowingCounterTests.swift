@@ -2,7 +2,7 @@ import CoreMetrics
 import Synchronization
 import Testing
 
-@testable import PushWorker
+@testable import PushGateway
 
 /// What a counter was incremented by, call by call.
 private final class RecordingCounterHandler: CounterHandler, Sendable {

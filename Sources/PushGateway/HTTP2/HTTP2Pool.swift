@@ -419,8 +419,8 @@ final class HTTP2PoolMetrics: Sendable {
     let streamLimit: [Gauge]
     /// Seconds since the provider token in use was issued.
     let tokenAge: Gauge
-    let tokenRenewals: Counter
-    private let renewalsCounted = Atomic<Int>(0)
+    /// Follows the token cache's renewal count.
+    let tokenRenewals: FollowingCounter
     /// From a stream's opening to its response.
     let latency: LatencyHistogram
     /// The app's label value.
@@ -429,9 +429,7 @@ final class HTTP2PoolMetrics: Sendable {
     /// A token was taken for a batch of requests: its age, and the renewals since the last look.
     func tokenUsed(_ tokens: ProviderTokenCache, now: Int64) {
         if let age = tokens.age(now: now) { tokenAge.record(age) }
-        let renewals = tokens.renewalCount
-        let counted = renewalsCounted.exchange(renewals, ordering: .relaxed)
-        if renewals > counted { tokenRenewals.increment(by: Int64(renewals - counted)) }
+        tokenRenewals.follow(tokens.renewalCount)
     }
 
     init(app: String, connections: Int) {
@@ -443,7 +441,7 @@ final class HTTP2PoolMetrics: Sendable {
             Gauge(label: "pushworker_http2_server_stream_limit", dimensions: [("app", app), ("connection", String($0))])
         }
         tokenAge = Gauge(label: "pushworker_provider_token_age_seconds", dimensions: [("app", app)])
-        tokenRenewals = Counter(label: "pushworker_provider_token_renewals_total", dimensions: [("app", app)])
+        tokenRenewals = FollowingCounter(Counter(label: "pushworker_provider_token_renewals_total", dimensions: [("app", app)]))
         latency = LatencyHistograms.process.histogram("pushworker_http2_response_latency_seconds", labels: [("app", app)])
     }
 }
