@@ -31,3 +31,16 @@ def test_the_means_and_their_ratio_per_figure():
 def test_pairs_of_unequal_counts_are_refused():
     with pytest.raises(ValueError):
         pairs_summary.summary([run(1, 1, 1)], [], "abc")
+
+
+def test_the_figures_without_the_idle_tail_when_every_run_has_them():
+    with_tail = [dict(run(3.0, 1.4, 1.5), worker_cpu_s_per_million_without_idle_tail=2.4),
+                 dict(run(3.2, 1.5, 1.6), worker_cpu_s_per_million_without_idle_tail=2.6)]
+    after = [dict(run(2.8, 1.4, 1.3), worker_cpu_s_per_million_without_idle_tail=2.1),
+             dict(run(2.9, 1.4, 1.4), worker_cpu_s_per_million_without_idle_tail=2.2)]
+    lines = pairs_summary.summary(with_tail, after, "abc")
+    assert lines[-2] == "without librdkafka's threads after the last send, per pair: 2.40 / 2.10, 2.60 / 2.20"
+    assert lines[-1] == "means, without them: 2.50 -> 2.15 s (after / before 0.86)"
+    # One run without it (no poll saw every notification written before the last outcome): no such lines.
+    after[1]["worker_cpu_s_per_million_without_idle_tail"] = None
+    assert pairs_summary.summary(with_tail, after, "abc")[-1].startswith("means, the worker's own")

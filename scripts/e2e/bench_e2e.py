@@ -38,16 +38,40 @@ def wait_ready(worker, timeout=60):
 
 def wait_outcomes(worker, total, timeout):
     """Polls the worker's own counters until every event has an outcome; returns (cpu, peak RSS, CPU by thread
-    kind, user and system CPU and page faults) at that moment."""
+    kind, user and system CPU and page faults) at that moment, and the tail: CPU by thread kind and seconds from
+    the first poll that found every notification written to the gateway to that moment. In the tail the worker
+    only waits out the acceptance window and settles; librdkafka's threads fetch empty answers (at once, on
+    noida-db, which does not wait `fetch.wait.max.ms`), a cost per second of that wait, not per event."""
     deadline = time.time() + timeout
+    sent = None
     while time.time() < deadline:
-        if worker.outcomes() >= total:
+        metrics = worker.metrics()
+        if worker.outcomes(metrics) >= total:
             cpu, peak, _ = worker.proc()
-            return cpu, peak, worker.thread_cpu(), worker.thread_usage()
+            by_thread = worker.thread_cpu()
+            tail = None if sent is None else idle_tail(sent[1], by_thread, time.monotonic() - sent[0])
+            return cpu, peak, by_thread, worker.thread_usage(), tail
+        if sent is None and worker.writes(metrics) >= total:
+            sent = (time.monotonic(), worker.thread_cpu())
         if worker.process.poll() is not None:
             raise RuntimeError("the worker exited")
-        time.sleep(0.25)
+        # Once everything is written, the last outcomes are at most an acceptance window away: polled more often
+        # then, so the reading is taken at most 50 ms after them (librdkafka fetches on meanwhile).
+        time.sleep(0.25 if sent is None else 0.05)
     raise RuntimeError(f"timed out: {worker.outcomes():.0f} of {total} outcomes")
+
+
+def idle_tail(at_last_send, at_outcomes, seconds):
+    """CPU seconds by thread kind between two readings of `Worker.thread_cpu`, and the seconds between them."""
+    tail = {kind: at_outcomes[kind] - at_last_send[kind] for kind in at_outcomes}
+    tail["seconds"] = seconds
+    return tail
+
+
+def cpu_per_million_without_idle_tail(cpu, tail, total):
+    """CPU seconds per million events, less librdkafka's threads in the tail (their fetching while the worker waits
+    out the acceptance window: a cost of the wait's length, not of the events)."""
+    return round((cpu - tail["librdkafka"]) / total * 1e6, 2)
 
 
 def kcat_ceiling(servers, total):
@@ -190,7 +214,7 @@ def main():
             producer.at_rate(args.rate, args.seconds, args.payload)
             print(f"offered {total} events at {args.rate}/s for {args.seconds:.0f} s "
                   f"(took {time.time() - began:.1f} s)", flush=True)
-        cpu, peak, by_thread, usage = wait_outcomes(worker, total, timeout=max(600, args.seconds * 2))
+        cpu, peak, by_thread, usage, tail = wait_outcomes(worker, total, timeout=max(600, args.seconds * 2))
         poller.stopped.set()
         # How often the pipeline filled: a hold stops polling; a pause (a hold that did not drain in time) drops
         # librdkafka's prefetched records, fetched again on resume.
@@ -221,6 +245,11 @@ def main():
             # User and system CPU seconds and minor page faults, per million.
             "worker_usage_per_million": {k: round(v / total * 1e6, 2) for k, v in usage.items()},
             "fetch_throttle": fetch_throttle,
+            # After every notification was written: the acceptance window's wait (see wait_outcomes).
+            "tail_after_last_send": ({k: round(v, 2) for k, v in tail.items()} if tail else None),
+            # The CPU per million without librdkafka's threads in that tail (their idle fetching).
+            "worker_cpu_s_per_million_without_idle_tail": (
+                cpu_per_million_without_idle_tail(cpu, tail, total) if tail else None),
             "worker_idle_cpu_per_s": round(idle_cpu_per_s, 3) if idle_cpu_per_s is not None else None,
             "rss_series_mb": [(round(t), round(rss / 2**20, 1)) for t, rss in poller.samples],
             "worker_exit": status,
@@ -242,6 +271,11 @@ def main():
         print(f"worker: peak RSS {results['worker_peak_rss_mb']} MiB, CPU {cpu:.1f} s = "
               f"{results['worker_cpu_s_per_million']} s per million notifications "
               f"(librdkafka's threads {split['librdkafka']}, the worker's own {split['worker']})")
+        if tail:
+            print(f"after the last send ({tail['seconds']:.2f} s, the acceptance window): librdkafka's threads "
+                  f"{tail['librdkafka']:.2f} CPU s (fetching empty answers), the worker's own {tail['worker']:.2f}; "
+                  f"without librdkafka's in that wait: {results['worker_cpu_s_per_million_without_idle_tail']} s "
+                  "per million")
         usage = results["worker_usage_per_million"]
         print(f"worker, per million: user {usage['user']} s, system {usage['system']} s (librdkafka's threads "
               f"{usage['librdkafka_system']} s); page faults: librdkafka's threads {usage['librdkafka_page_faults']:,.0f}, "

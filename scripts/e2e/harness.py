@@ -335,16 +335,17 @@ class Worker:
                     pass
         return values
 
-    def outcomes(self):
-        """Accepted plus delivery errors, as this process counts them."""
-        m = self.metrics()
+    def outcomes(self, metrics=None):
+        """Accepted plus delivery errors, as this process counts them (in `metrics` if given, else read now)."""
+        m = self.metrics() if metrics is None else metrics
         return sum(v for k, v in m.items() if k.startswith("pushworker_notifications_accepted_total")
                    or k.startswith("pushworker_delivery_errors_total"))
 
-    def writes(self):
+    def writes(self, metrics=None):
         """Notifications written to the gateway by this process so far (resends included); HTTP/2: requests
-        answered."""
-        return sum(v for k, v in self.metrics().items() if k.startswith("pushworker_notifications_sent_total")
+        answered (in `metrics` if given, else read now)."""
+        m = self.metrics() if metrics is None else metrics
+        return sum(v for k, v in m.items() if k.startswith("pushworker_notifications_sent_total")
                    or k.startswith("pushworker_http2_responses_total"))
 
     def terminate(self, timeout=60):
