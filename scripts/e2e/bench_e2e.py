@@ -5,6 +5,11 @@
   rate mode:    events are offered at R/s for S seconds while the worker runs. Reports latency from the Kafka
                 record timestamp to the simulator's receipt (p50/p99/p99.9/max), peak RSS and an RSS series
                 (every 10 s), CPU s per million. The soak is this mode run for 10 minutes or more.
+
+  CPU s per million is the worker's CPU from its start to the last outcome. Both modes also report the tail: from
+  the poll that found every notification written to the last outcome, the worker waits out the acceptance window,
+  and librdkafka's threads fetch meanwhile (on noida-db, which answers an empty fetch at once, about half a core).
+  The figure without librdkafka's threads in that tail is printed beside it.
 """
 
 import argparse
