@@ -38,9 +38,14 @@ public struct OutgoingMessage: Sendable {
 /// Produces the output events (librdkafka): `acks=all`, idempotence and compression by default. A message is
 /// never dropped: a delivery failure puts it back in the outbox and it is produced again. Acknowledgements of
 /// messages carrying a ledger ticket go to the ticket handler in one batch per poll; others run their callback.
-/// Everything touching librdkafka happens on the producer's own thread, which keeps the topic handles.
+/// Everything touching librdkafka happens on the producer's own thread, which keeps the topic handles. That thread
+/// sleeps in `rd_kafka_poll` until a delivery report arrives, a message is queued or it is stopped (both wake it
+/// through the poll's queue), or a second passes.
 public final class KafkaProducer: Sendable {
     private nonisolated(unsafe) let client: OpaquePointer
+    /// The queue `rd_kafka_poll` serves; ``produce(_:)`` and ``stop()`` wake the producer thread's poll through it
+    /// (`rd_kafka_queue_yield`, safe from any thread; a wake before the poll makes it return at once).
+    private nonisolated(unsafe) let pollQueue: OpaquePointer
     private let outbox = Mutex(ProducerOutbox())
     private let topicNames = Mutex<[String]>([])
     private let ticketHandler = Mutex<(@Sendable ([LedgerTicket]) -> Void)?>(nil)
@@ -60,6 +65,7 @@ public final class KafkaProducer: Sendable {
         rd_kafka_conf_set_opaque(configuration.pointer, Unmanaged.passUnretained(thread).toOpaque())
         rd_kafka_conf_set_dr_msg_cb(configuration.pointer, deliveryReportCallback)
         client = try configuration.makeClient(RD_KAFKA_PRODUCER)
+        pollQueue = rd_kafka_queue_get_main(client)
         self.thread = thread
         self.logger = logger
     }
@@ -82,12 +88,14 @@ public final class KafkaProducer: Sendable {
     public func produce(_ messages: [OutgoingMessage]) {
         guard !messages.isEmpty else { return }
         outbox.withLock { $0.append(contentsOf: messages) }
+        rd_kafka_queue_yield(pollQueue)
     }
 
     /// Queues a message; `acknowledged` runs (on the producer thread) once the broker acknowledged it.
     public func produce(topic: String, key: [UInt8]?, value: [UInt8], acknowledged: @escaping @Sendable () -> Void) {
         let message = OutgoingMessage(topic: self.topic(topic), key: key, value: value, acknowledgement: .callback(acknowledged))
         outbox.withLock { $0.append(message) }
+        rd_kafka_queue_yield(pollQueue)
     }
 
     /// Messages not yet acknowledged by the broker: waiting in the outbox, being produced, or produced and awaiting
@@ -96,19 +104,24 @@ public final class KafkaProducer: Sendable {
     public var unacknowledged: Int { outbox.withLock { $0.unacknowledged } }
 
     /// Produces on a dedicated thread until ``stop()`` or cancellation, then flushes what is queued (up to
-    /// `flushTimeout`).
-    public func run(flushTimeout: Duration = .seconds(10)) async {
+    /// `flushTimeout`). With nothing to do the thread waits up to `idlePoll` (whole milliseconds) for a delivery
+    /// report; queued messages and ``stop()`` end the wait at once.
+    public func run(flushTimeout: Duration = .seconds(10), idlePoll: Duration = .seconds(1)) async {
+        let idleMilliseconds = Int32(clamping: idlePoll.components.seconds * 1000 + idlePoll.components.attoseconds / 1_000_000_000_000_000)
         await runOnDedicatedThread(name: "kafka-producer", onCancel: { [self] in stop() }) { [self] in
-            loop(flushTimeout: flushTimeout)
+            loop(flushTimeout: flushTimeout, idleMilliseconds: idleMilliseconds)
         }
     }
 
-    public func stop() { stopRequested.store(true, ordering: .relaxed) }
+    public func stop() {
+        stopRequested.store(true, ordering: .relaxed)
+        rd_kafka_queue_yield(pollQueue)
+    }
 
-    private func loop(flushTimeout: Duration) {
+    private func loop(flushTimeout: Duration, idleMilliseconds: Int32) {
         while !stopRequested.load(ordering: .relaxed) {
             drainOutbox()
-            poll(20)
+            poll(idleMilliseconds)
         }
         let deadline = ContinuousClock.now.advanced(by: flushTimeout)
         while unacknowledged > 0 && ContinuousClock.now < deadline {
@@ -202,6 +215,7 @@ public final class KafkaProducer: Sendable {
 
     deinit {
         for handle in thread.handles { rd_kafka_topic_destroy(handle) }
+        rd_kafka_queue_destroy(pollQueue)
         rd_kafka_destroy(client)
     }
 }

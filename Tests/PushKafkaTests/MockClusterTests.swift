@@ -345,4 +345,44 @@ import Testing
         }
         #expect(producer.unacknowledged == 0)
     }
+
+    /// An idle producer thread sleeps in its poll for `idlePoll` (here far longer than the time limit): a queued
+    /// message must wake it, round after round, each after the thread has gone back to sleep.
+    @Test(.timeLimit(.minutes(1))) func aQueuedMessageWakesTheIdleProducerThread() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("outputs", partitions: 1)
+        let producer = try KafkaProducer(properties: ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"])
+        let (acknowledged, continuation) = AsyncStream.makeStream(of: Int.self)
+        let topic = producer.topic("outputs")
+        producer.onAcknowledged { tickets in for t in tickets { continuation.yield(Int(t.rawValue)) } }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await producer.run(idlePoll: .seconds(3600)) }
+            var heard = acknowledged.makeAsyncIterator()
+            for round in 0..<20 {
+                producer.produce([OutgoingMessage(topic: topic, key: nil, value: Array("v\(round)".utf8), ticket: LedgerTicket(rawValue: UInt64(round)))])
+                #expect(await heard.next() == round)
+            }
+            producer.stop()
+            try await group.waitForAll()
+        }
+    }
+
+    /// ``KafkaProducer/stop()`` wakes the idle thread too: the run ends without waiting out `idlePoll`.
+    @Test(.timeLimit(.minutes(1))) func stoppingWakesTheIdleProducerThread() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("outputs", partitions: 1)
+        let producer = try KafkaProducer(properties: ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"])
+        let (acknowledged, continuation) = AsyncStream.makeStream(of: Int.self)
+        producer.onAcknowledged { tickets in continuation.yield(tickets.count) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await producer.run(idlePoll: .seconds(3600)) }
+            // One message through first: the thread is running and then goes back to its idle poll.
+            producer.produce([OutgoingMessage(topic: producer.topic("outputs"), key: nil, value: [1], ticket: LedgerTicket(rawValue: 1))])
+            var heard = acknowledged.makeAsyncIterator()
+            #expect(await heard.next() == 1)
+            producer.stop()
+            try await group.waitForAll()
+        }
+        #expect(producer.unacknowledged == 0)
+    }
 }
