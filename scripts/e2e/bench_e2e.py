@@ -203,7 +203,7 @@ def main():
         worker = h.Worker(args.binary, config, workdir, http_port)
         poller = h.Poller(worker, 10.0)
         poller.start()
-        idle_cpu_per_s = None
+        idle_cpu_per_s = start_up_cpu = None
         if args.mode == "rate":
             wait_ready(worker)
             # What the worker spends with nothing to do: on noida-db, whose fetch answers come back at once even
@@ -212,7 +212,9 @@ def main():
             cpu_before = worker.proc()[0]
             time.sleep(args.idle_seconds)
             idle_cpu_per_s = (worker.proc()[0] - cpu_before) / args.idle_seconds
-            print(f"worker idle: {idle_cpu_per_s:.2f} CPU s per s with no events", flush=True)
+            start_up_cpu = cpu_before
+            print(f"worker start-up: {start_up_cpu:.2f} CPU s to ready; idle: {idle_cpu_per_s * 1000:.1f} CPU ms per s "
+                  "with no events (both in the CPU per million below)", flush=True)
             if args.probe:
                 probe = h.LatencyProbe(servers, workdir)
             began = time.time()
@@ -255,7 +257,8 @@ def main():
             # The CPU per million without librdkafka's threads in that tail (their idle fetching).
             "worker_cpu_s_per_million_without_idle_tail": (
                 cpu_per_million_without_idle_tail(cpu, tail, total) if tail else None),
-            "worker_idle_cpu_per_s": round(idle_cpu_per_s, 3) if idle_cpu_per_s is not None else None,
+            "worker_idle_cpu_per_s": round(idle_cpu_per_s, 4) if idle_cpu_per_s is not None else None,
+            "worker_start_up_cpu_s": start_up_cpu,
             "rss_series_mb": [(round(t), round(rss / 2**20, 1)) for t, rss in poller.samples],
             "worker_exit": status,
             "simulator": summary,
