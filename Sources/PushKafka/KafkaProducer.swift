@@ -104,12 +104,11 @@ public final class KafkaProducer: Sendable {
     public var unacknowledged: Int { outbox.withLock { $0.unacknowledged } }
 
     /// Produces on a dedicated thread until ``stop()`` or cancellation, then flushes what is queued (up to
-    /// `flushTimeout`). With nothing to do the thread waits up to `idlePoll` (whole milliseconds) for a delivery
-    /// report; queued messages and ``stop()`` end the wait at once.
-    public func run(flushTimeout: Duration = .seconds(10), idlePoll: Duration = .seconds(1)) async {
-        let idleMilliseconds = Int32(clamping: idlePoll.components.seconds * 1000 + idlePoll.components.attoseconds / 1_000_000_000_000_000)
+    /// `flushTimeout`). With nothing to do the thread waits up to `idlePollMilliseconds` for a delivery report;
+    /// queued messages and ``stop()`` end the wait at once.
+    public func run(flushTimeout: Duration = .seconds(10), idlePollMilliseconds: Int32 = 1000) async {
         await runOnDedicatedThread(name: "kafka-producer", onCancel: { [self] in stop() }) { [self] in
-            loop(flushTimeout: flushTimeout, idleMilliseconds: idleMilliseconds)
+            loop(flushTimeout: flushTimeout, idleMilliseconds: idlePollMilliseconds)
         }
     }
 

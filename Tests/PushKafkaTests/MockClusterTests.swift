@@ -346,8 +346,8 @@ import Testing
         #expect(producer.unacknowledged == 0)
     }
 
-    /// An idle producer thread sleeps in its poll for `idlePoll` (here far longer than the time limit): a queued
-    /// message must wake it, round after round, each after the thread has gone back to sleep.
+    /// An idle producer thread sleeps in its poll for `idlePollMilliseconds` (here far longer than the time limit):
+    /// a queued message must wake it, round after round, each after the thread has gone back to sleep.
     @Test(.timeLimit(.minutes(1))) func aQueuedMessageWakesTheIdleProducerThread() async throws {
         let cluster = try KafkaMockCluster()
         try cluster.createTopic("outputs", partitions: 1)
@@ -356,7 +356,7 @@ import Testing
         let topic = producer.topic("outputs")
         producer.onAcknowledged { tickets in for t in tickets { continuation.yield(Int(t.rawValue)) } }
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await producer.run(idlePoll: .seconds(3600)) }
+            group.addTask { await producer.run(idlePollMilliseconds: 3_600_000) }
             var heard = acknowledged.makeAsyncIterator()
             for round in 0..<20 {
                 producer.produce([OutgoingMessage(topic: topic, key: nil, value: Array("v\(round)".utf8), ticket: LedgerTicket(rawValue: UInt64(round)))])
@@ -367,7 +367,7 @@ import Testing
         }
     }
 
-    /// ``KafkaProducer/stop()`` wakes the idle thread too: the run ends without waiting out `idlePoll`.
+    /// ``KafkaProducer/stop()`` wakes the idle thread too: the run ends without waiting out `idlePollMilliseconds`.
     @Test(.timeLimit(.minutes(1))) func stoppingWakesTheIdleProducerThread() async throws {
         let cluster = try KafkaMockCluster()
         try cluster.createTopic("outputs", partitions: 1)
@@ -375,7 +375,7 @@ import Testing
         let (acknowledged, continuation) = AsyncStream.makeStream(of: Int.self)
         producer.onAcknowledged { tickets in continuation.yield(tickets.count) }
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await producer.run(idlePoll: .seconds(3600)) }
+            group.addTask { await producer.run(idlePollMilliseconds: 3_600_000) }
             // One message through first: the thread is running and then goes back to its idle poll.
             producer.produce([OutgoingMessage(topic: producer.topic("outputs"), key: nil, value: [1], ticket: LedgerTicket(rawValue: 1))])
             var heard = acknowledged.makeAsyncIterator()
