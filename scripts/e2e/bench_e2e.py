@@ -209,10 +209,9 @@ def main():
             # What the worker spends with nothing to do: on noida-db, whose fetch answers come back at once even
             # when empty, librdkafka's fetch loop alone keeps a core half busy (kcat does the same). It is part
             # of the CPU per million below; under load the fetches return records and spin less.
-            cpu_before = worker.proc()[0]
+            start_up_cpu = worker.proc()[0]
             time.sleep(args.idle_seconds)
-            idle_cpu_per_s = (worker.proc()[0] - cpu_before) / args.idle_seconds
-            start_up_cpu = cpu_before
+            idle_cpu_per_s = (worker.proc()[0] - start_up_cpu) / args.idle_seconds
             print(f"worker start-up: {start_up_cpu:.2f} CPU s to ready; idle: {idle_cpu_per_s * 1000:.1f} CPU ms per s "
                   "with no events (both in the CPU per million below)", flush=True)
             if args.probe:

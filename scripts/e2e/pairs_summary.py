@@ -25,20 +25,19 @@ def summary(before, after, commit):
     for i, (b, a) in enumerate(zip(before, after, strict=True)):
         missing = f"{b['missing']}, {a['missing']}"
         lines.append(f"{i + 1:>4}  {cells(b):<33}{cells(a):<33}{missing:<9}{b['duplicates']}, {a['duplicates']}")
-    for name, figure in FIGURES:
+    def means(name, figure):
         mean_before = statistics.mean(figure(run) for run in before)
         mean_after = statistics.mean(figure(run) for run in after)
-        lines.append(f"means, {name}: {mean_before:.2f} -> {mean_after:.2f} s (after / before {mean_after / mean_before:.2f})")
+        return f"means, {name}: {mean_before:.2f} -> {mean_after:.2f} s (after / before {mean_after / mean_before:.2f})"
+
+    lines.extend(means(name, figure) for name, figure in FIGURES)
     # Without librdkafka's fetching while the acceptance window runs out (bench_e2e.py's wait_outcomes), where every
     # run has that figure (it needs a poll that saw every notification written before the last outcome).
     key = "worker_cpu_s_per_million_without_idle_tail"
     if all(run.get(key) is not None for run in before + after):
         lines.append("without librdkafka's threads after the last send, per pair: " + ", ".join(
             f"{b[key]:.2f} / {a[key]:.2f}" for b, a in zip(before, after)))
-        mean_before = statistics.mean(run[key] for run in before)
-        mean_after = statistics.mean(run[key] for run in after)
-        lines.append(f"means, without them: {mean_before:.2f} -> {mean_after:.2f} s "
-                     f"(after / before {mean_after / mean_before:.2f})")
+        lines.append(means("without them", lambda run: run[key]))
     return lines
 
 
