@@ -93,3 +93,15 @@ def test_no_tail_when_the_same_poll_finds_everything_written_and_settled(monkeyp
     worker = _ScriptedWorker([(50, 0), (100, 100)])
     monkeypatch.setattr(bench_e2e.time, "sleep", lambda _: None)
     assert bench_e2e.wait_outcomes(worker, 100, timeout=60)[4] is None
+
+
+@pytest.mark.parametrize("events,record_bytes", [(1_000_000, 435), (1_000_000, 2_200), (250_000, 435), (7, 435)])
+def test_a_backlog_on_the_mock_cluster_gets_the_fewest_partitions_that_keep_it_all(events, record_bytes):
+    partitions = bench_e2e.mock_partitions_for(events, record_bytes)
+    share = -(-events // partitions) * (record_bytes + bench_e2e.RECORD_OVERHEAD_BYTES)
+    assert share <= bench_e2e.MOCK_PARTITION_BYTES * 3 // 4
+    assert partitions >= 6
+    if partitions > 6:
+        # One fewer would fill a partition past three quarters of what the mock keeps.
+        fewer = -(-events // (partitions - 1)) * (record_bytes + bench_e2e.RECORD_OVERHEAD_BYTES)
+        assert fewer > bench_e2e.MOCK_PARTITION_BYTES * 3 // 4

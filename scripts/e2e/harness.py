@@ -92,16 +92,20 @@ class Broker:
 
 class MockBroker:
     """librdkafka's mock cluster hosted in a process of its own (kafka-test-helper, built next to pushworker), with
-    the three topics. It keeps only the last ~5 MB of each partition, so it serves runs whose backlog stays small
-    (the fixed-rate mode): unlike noida-db, its memory does not grow with every record ever produced."""
+    the three topics. It keeps only the last 5 MiB of each partition, so it serves runs whose backlog stays small
+    (the fixed-rate mode), or a backlog spread over enough partitions (`mock_partitions_for`): unlike noida-db, its
+    memory does not grow with every record ever produced, and it answers at most 1 MiB a partition per fetch."""
 
-    def __init__(self, helper):
+    def __init__(self, helper, partitions=6):
+        """`partitions`: the input topic's (the mock has no admin API for topics, so they are made at the start)."""
         self.helper = helper
+        self.partitions = partitions
         self.process = None
         self.servers = None
 
     def start(self):
-        self.process = subprocess.Popen([self.helper, "mock-cluster", f"{INPUT}:6", f"{ERRORS}:3", f"{FEEDBACK}:1"],
+        self.process = subprocess.Popen([self.helper, "mock-cluster", f"{INPUT}:{self.partitions}", f"{ERRORS}:3",
+                                         f"{FEEDBACK}:1"],
                                         stdout=subprocess.PIPE, text=True)
         self.servers = self.process.stdout.readline().strip()
         return self.servers
@@ -118,9 +122,11 @@ class MockBroker:
 class EventProducer:
     """Produces events 0..count-1 with their timestamps, as a backlog or at a fixed rate."""
 
-    def __init__(self, servers, token_for=None):
-        """`token_for(n)`: the device token of event n, when not `token(n)`."""
-        self.producer = Producer({"bootstrap.servers": servers, "linger.ms": 1, "acks": "all", "log_level": 3,
+    def __init__(self, servers, token_for=None, linger_ms=1):
+        """`token_for(n)`: the device token of event n, when not `token(n)`. `linger_ms`: how long a batch waits
+        for more records (a backlog meant for the mock cluster is produced in large batches: it answers a fetch with
+        one batch a partition)."""
+        self.producer = Producer({"bootstrap.servers": servers, "linger.ms": linger_ms, "acks": "all", "log_level": 3,
                                   "queue.buffering.max.messages": 1000000})
         self.token_for = token_for
         self.failed = 0
