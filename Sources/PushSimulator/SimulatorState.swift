@@ -19,6 +19,9 @@ public struct SimulatorSummary: Hashable, Sendable {
     public var apiAnswers: [String: Int] = [:]
     public var apiGoaways = 0
     public var apiAbruptCloses = 0
+    /// HTTP/2 API: the distinct provider tokens that passed verification and were taken into use on a connection
+    /// (a provider renews its token as often as this count less one).
+    public var apiProviderTokens = 0
 
     public init() {}
 
@@ -38,7 +41,7 @@ public struct SimulatorSummary: Hashable, Sendable {
             "silent_closes": {\(silent)}, \
             "feedback_connections": \(feedbackConnections), "feedback_tuples_sent": \(feedbackTuplesSent), \
             "api_connections": \(apiConnections), "api_answers": {\(answers)}, "api_goaways": \(apiGoaways), \
-            "api_abrupt_closes": \(apiAbruptCloses)}
+            "api_abrupt_closes": \(apiAbruptCloses), "api_provider_tokens": \(apiProviderTokens)}
             """
     }
 
@@ -55,6 +58,7 @@ public struct SimulatorSummary: Hashable, Sendable {
         apiAnswers.merge(other.apiAnswers, uniquingKeysWith: +)
         apiGoaways += other.apiGoaways
         apiAbruptCloses += other.apiAbruptCloses
+        apiProviderTokens += other.apiProviderTokens
     }
 }
 
@@ -68,6 +72,8 @@ final class SimulatorState: Sendable {
         var unregistered: [String: [FeedbackTuple]] = [:]
         /// Apps that have been sent the `--feedback` file's tuples already.
         var fileFeedbackSent: Set<String> = []
+        /// The provider tokens taken into use on any API connection (`SimulatorSummary/apiProviderTokens`).
+        var providerTokens: Set<String> = []
     }
 
     private let state = Mutex(State())
@@ -118,6 +124,14 @@ final class SimulatorState: Sendable {
             if let answer { s.summary.apiAnswers[answer, default: 0] += times }
             if goaway { s.summary.apiGoaways += 1 }
             if abruptClose { s.summary.apiAbruptCloses += 1 }
+        }
+    }
+
+    /// A connection took `token` into use (verified, and not refused as too soon a renewal): counted once however
+    /// many connections use it.
+    func providerTokenTaken(_ token: String) {
+        state.withLock { s in
+            if s.providerTokens.insert(token).inserted { s.summary.apiProviderTokens += 1 }
         }
     }
 

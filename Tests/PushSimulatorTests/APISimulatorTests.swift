@@ -239,6 +239,40 @@ private func providerToken(issuedAt: Int64, key: String = "AuthKey_KEY1234567.p8
         }
     }
 
+    /// `api_provider_tokens` counts each verified token once, on however many connections it is used; a token
+    /// refused (expired, too soon a renewal on its connection) is not counted.
+    @Test func providerTokensTakenIntoUseAreCountedOnceEach() async throws {
+        let configuration = apiConfiguration {
+            $0.tokenKeyPath = TestPKI.path("token-key.pub.pem")
+            $0.teamID = "TEAM123456"
+            $0.keyID = "KEY1234567"
+        }
+        try await withSimulator(configuration) { simulator, addresses in
+            let port = try #require(addresses.apiPort)
+            let now = Int64(Date().timeIntervalSince1970)
+            let first = ("authorization", "bearer \(try providerToken(issuedAt: now - 5))")
+            let second = ("authorization", "bearer \(try providerToken(issuedAt: now))")
+            let expired = ("authorization", "bearer \(try providerToken(issuedAt: now - 3601))")
+            let one = try await H2TestClient.connect(port: port, certificate: nil)
+            let two = try await H2TestClient.connect(port: port, certificate: nil)
+            let three = try await H2TestClient.connect(port: port, certificate: nil)
+            #expect(try await one.send(alert([first])).status == 200)
+            #expect(try await two.send(alert([first])).status == 200)
+            #expect(try await one.send(alert([first])).status == 200)
+            #expect(simulator.summary.apiProviderTokens == 1)
+            // A renewal 5 s after the connection took its token: refused (the simulator's 20 minutes).
+            let soon = try await one.send(alert([second]))
+            #expect(soon.status == 429 && soon.reason == "TooManyProviderTokenUpdates")
+            let old = try await three.send(alert([expired]))
+            #expect(old.status == 403 && old.reason == "ExpiredProviderToken")
+            #expect(simulator.summary.apiProviderTokens == 1)
+            #expect(try await three.send(alert([second])).status == 200)
+            #expect(simulator.summary.apiProviderTokens == 2)
+            for client in [one, two, three] { await client.close() }
+            #expect(simulator.summary.json.contains("\"api_provider_tokens\": 2}"))
+        }
+    }
+
     @Test func delayedAnswersComeNoSoonerThanTheDelayAndAllArrive() async throws {
         let configuration = apiConfiguration { $0.responseDelayMilliseconds = 150 }
         try await withSimulator(configuration) { simulator, addresses in

@@ -32,7 +32,8 @@ class Scenario:
     def __init__(self, name, faults=(), invalid_share=0, refuse_s=0, broker_restart=False, kills=0, sigterm=False,
                  preload=False, max_writes=None, join=False, protocol=None, events=None, rate=None, acceptance_ms=None,
                  payload=300, http2=False, unregistered_share=0, no_duplicates=False, expect_answer=None,
-                 invalid_pool=None, connections=2, chatty=None, reconnect=(20, 1000, 5), rollout=0):
+                 invalid_pool=None, connections=2, chatty=None, reconnect=(20, 1000, 5), rollout=0,
+                 token_renewals=False):
         self.name, self.faults, self.invalid_share, self.preload = name, list(faults), invalid_share, preload
         # The app's format (`protocol` in its configuration), and overrides of the run's size and pace.
         self.protocol, self.events, self.rate, self.acceptance_ms, self.payload = (
@@ -50,6 +51,9 @@ class Scenario:
         self.no_duplicates = no_duplicates
         # An answer of the API's that must have been given at least once (the fault did happen).
         self.expect_answer = expect_answer
+        # The worker's provider-token renewals (its metric) must be the tokens the API took into use less the first:
+        # one renewal per expiry, each seen by the API (one worker process only).
+        self.token_renewals = token_renewals
         # With token suppression (SPEC section 10): the invalid-token events go to this many distinct tokens, each
         # again and again; after its first rejection none may reach the gateway.
         self.invalid_pool = invalid_pool
@@ -111,7 +115,7 @@ SCENARIOS = [
     Scenario("http2: 5% unregistered tokens", http2=True, unregistered_share=20, no_duplicates=True),
     # Tokens live 3 s on this API: the worker's expires during the run (403 ExpiredProviderToken) and is renewed.
     Scenario("http2: provider token expiring midway", http2=True, faults=["--token-lifetime-s", "3"], no_duplicates=True,
-             expect_answer="403 ExpiredProviderToken"),
+             expect_answer="403 ExpiredProviderToken", token_renewals=True),
     Scenario("http2: worker SIGKILLed twice", http2=True, kills=2),
 ]
 
@@ -269,7 +273,9 @@ def run(scenario, binary, count, rate, timeout):
                 break
             time.sleep(0.2)
         elapsed = time.time() - started
-        writes += worker.writes()
+        final_metrics = worker.metrics()
+        writes += worker.writes(final_metrics)
+        renewals = sum(v for k, v in final_metrics.items() if k.startswith("pushworker_provider_token_renewals_total"))
         exits.append(("final SIGTERM", worker.terminate()))
         if second:
             writes += second.writes()
@@ -332,6 +338,11 @@ def run(scenario, binary, count, rate, timeout):
             given = (summary.get("api_answers") or {}).get(scenario.expect_answer, 0)
             checks[f"the API answered {scenario.expect_answer}"] = given > 0
             notes.append(f"{scenario.expect_answer}: {given}")
+        if scenario.token_renewals:
+            taken = summary.get("api_provider_tokens", 0)
+            checks["token renewals (metric) are the tokens the API took less one, at least one"] = (
+                renewals >= 1 and renewals == taken - 1)
+            notes.append(f"provider token renewals: {renewals:.0f}; tokens the API took: {taken}")
         if unregistered:
             tokens = sorted(e["token"] for e in feedback.events)
             checks["one feedback event per unregistered token"] = tokens == sorted(h.token(n) for n in unregistered)

@@ -166,10 +166,12 @@ final class APIConnection: ChannelInboundHandler {
         } else {
             let fields = headers.lazy.map { (name: $0.name, value: $0.value) }
             let now = unixMilliseconds() / 1000
+            let tokenInUse = tokenHistory.current
             answer = self.context.check.answer(
                 headers: fields, body: body,
                 authentication: authentication, tokenHistory: &tokenHistory, now: now,
                 newID: { Self.newID(&random) })
+            if let taken = tokenHistory.current, taken != tokenInUse { self.context.state.providerTokenTaken(taken) }
             if answer.status == 200 {
                 if configuration.rate429 > 0, random.nextUnitInterval() < configuration.rate429 {
                     answer = APIAnswer(status: 429, reason: .tooManyRequests, apnsID: answer.apnsID)
