@@ -93,8 +93,9 @@ class Broker:
 class MockBroker:
     """librdkafka's mock cluster hosted in a process of its own (kafka-test-helper, built next to pushworker), with
     the three topics. It keeps only the last 5 MiB of each partition, so it serves runs whose backlog stays small
-    (the fixed-rate mode), or a backlog spread over enough partitions (`mock_partitions_for`): unlike noida-db, its
-    memory does not grow with every record ever produced, and it answers at most 1 MiB a partition per fetch."""
+    (the fixed-rate mode), or a backlog spread over enough partitions (`bench_e2e.mock_partitions_for`): unlike
+    noida-db, its memory does not grow with every record ever produced, and it answers a fetch with one of the
+    producer's batches a partition."""
 
     def __init__(self, helper, partitions=6):
         """`partitions`: the input topic's (the mock has no admin API for topics, so they are made at the start)."""
