@@ -92,7 +92,7 @@ def main():
             config = h.worker_config(run_dir, servers, gateway_port, feedback_port, http_port, suppression=suppression,
                                      instance=f"bench-suppression-{suppression}", group_id=f"bench-suppression-{suppression}")
             seconds, rss, worker = start_until_ready(args.binary, config, run_dir, http_port)
-            tokens = sum(v for k, v in worker.metrics().items() if k.startswith("pushworker_suppressed_tokens"))
+            tokens = worker.total("pushworker_suppressed_tokens")
             time.sleep(5)
             _, peak, later = worker.proc()
             worker.terminate()

@@ -275,7 +275,7 @@ def run(scenario, binary, count, rate, timeout):
         elapsed = time.time() - started
         final_metrics = worker.metrics()
         writes += worker.writes(final_metrics)
-        renewals = sum(v for k, v in final_metrics.items() if k.startswith("pushworker_provider_token_renewals_total"))
+        renewals = worker.total("pushworker_provider_token_renewals_total", metrics=final_metrics)
         exits.append(("final SIGTERM", worker.terminate()))
         if second:
             writes += second.writes()

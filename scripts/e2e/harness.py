@@ -342,18 +342,19 @@ class Worker:
                     pass
         return values
 
+    def total(self, *names, metrics=None):
+        """The sum of every series (all labels) of the named metrics (in `metrics` if given, else read now)."""
+        m = self.metrics() if metrics is None else metrics
+        return sum(v for k, v in m.items() if k.startswith(names))
+
     def outcomes(self, metrics=None):
         """Accepted plus delivery errors, as this process counts them (in `metrics` if given, else read now)."""
-        m = self.metrics() if metrics is None else metrics
-        return sum(v for k, v in m.items() if k.startswith("pushworker_notifications_accepted_total")
-                   or k.startswith("pushworker_delivery_errors_total"))
+        return self.total("pushworker_notifications_accepted_total", "pushworker_delivery_errors_total", metrics=metrics)
 
     def writes(self, metrics=None):
         """Notifications written to the gateway by this process so far (resends included); HTTP/2: requests
         answered (in `metrics` if given, else read now)."""
-        m = self.metrics() if metrics is None else metrics
-        return sum(v for k, v in m.items() if k.startswith("pushworker_notifications_sent_total")
-                   or k.startswith("pushworker_http2_responses_total"))
+        return self.total("pushworker_notifications_sent_total", "pushworker_http2_responses_total", metrics=metrics)
 
     def terminate(self, timeout=60):
         self.process.send_signal(signal.SIGTERM)
