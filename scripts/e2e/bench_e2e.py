@@ -182,7 +182,7 @@ def main():
 
     partitions = args.partitions or 6
     if args.broker == "mock" and args.mode == "backlog":
-        largest = len(h.event(args.events, args.payload, int(time.time() * 1000))) + len(b"e%d" % args.events)
+        largest = len(h.event(args.events, args.payload, int(time.time() * 1000))) + len(h.record_key(args.events))
         needed = mock_partitions_for(args.events, largest)
         if args.partitions is None:
             partitions = needed

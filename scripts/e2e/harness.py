@@ -56,6 +56,11 @@ def uuid_event_id(n):
 event_id = short_event_id
 
 
+def record_key(n):
+    """The Kafka key of event n's record."""
+    return b"e%d" % n
+
+
 def event(n, size, ts, device_token=None):
     """A notification event whose payload is about `size` bytes and carries n and ts (to `token(n)` unless told)."""
     head = '{"aps":{"alert":"Event %d","sound":"default"},"n":%d,"ts":%d,"pad":"' % (n, n, ts)
@@ -140,7 +145,7 @@ class EventProducer:
         while True:
             try:
                 device_token = self.token_for(n) if self.token_for else None
-                self.producer.produce(INPUT, event(n, size, ts, device_token), key=b"e%d" % n, timestamp=ts,
+                self.producer.produce(INPUT, event(n, size, ts, device_token), key=record_key(n), timestamp=ts,
                                       on_delivery=self._delivered)
                 return
             except BufferError:
