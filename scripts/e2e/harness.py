@@ -122,7 +122,9 @@ class MockBroker:
             self.process.wait(30)
 
     def create_topics(self, partitions=6):
-        """They exist from the start."""
+        """They exist from the start, the input topic with the constructor's partitions."""
+        if partitions != self.partitions:
+            raise ValueError(f"the mock cluster's input topic has {self.partitions} partitions, not {partitions}")
 
 
 class EventProducer:

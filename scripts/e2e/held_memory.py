@@ -45,7 +45,7 @@ def held_rss(binary, count, payload, http2=False, rate=50_000):
             if not metrics:
                 return None
             if not http2:
-                return worker.writes()  # every written notification stays held
+                return worker.writes(metrics)  # every written notification stays held
             return worker.total("pushworker_in_flight", metrics=metrics)
 
         deadline = time.time() + 120
