@@ -476,6 +476,17 @@ extension WorkerConfiguration {
         return d
     }
 
+    /// The pipeline's settings, with the given endpoints (their credentials loaded): the same for the worker and for
+    /// a replay, so that both send their output events to the same topics.
+    public func pipelineConfiguration(endpoints: [AppEndpoint]) -> PipelineConfiguration {
+        var p = PipelineConfiguration(
+            deliveryErrorTopic: kafka.deliveryErrorTopic, deliveryReportTopic: kafka.deliveryReportTopic, endpoints: endpoints)
+        p.feedbackTopic = kafka.feedbackTopic
+        p.defaultTTLSeconds = Int64(delivery.defaultTTLSeconds)
+        p.suppressionTopic = suppressionTopic
+        return p
+    }
+
     static func split(_ hostPort: String) -> (String, Int) {
         let colon = hostPort.lastIndex(of: ":")!
         return (String(hostPort[..<colon]), Int(hostPort[hostPort.index(after: colon)...])!)

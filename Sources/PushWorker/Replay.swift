@@ -91,12 +91,7 @@ public enum Replay {
                     properties: consumerProperties, topic: topic, start: start.start(for: topic),
                     readAhead: configuration.delivery.maxInFlight)
                 logger.info("replaying", metadata: ["topic": "\(topic)", "ranges": "\(reader.ranges.sorted { $0.key < $1.key }.map { "[\($0.key)] \($0.value.lowerBound)..<\($0.value.upperBound)" })"])
-                var pipelineConfiguration = PipelineConfiguration(
-                    deliveryErrorTopic: configuration.kafka.deliveryErrorTopic,
-                    deliveryReportTopic: configuration.kafka.deliveryReportTopic, endpoints: endpoints)
-                pipelineConfiguration.feedbackTopic = configuration.kafka.feedbackTopic
-                pipelineConfiguration.defaultTTLSeconds = Int64(configuration.delivery.defaultTTLSeconds)
-                pipelineConfiguration.suppressionTopic = configuration.suppressionTopic
+                let pipelineConfiguration = configuration.pipelineConfiguration(endpoints: endpoints)
                 let pipeline = try Pipeline(
                     configuration: pipelineConfiguration, producer: producer, delivery: configuration.deliveryConfiguration,
                     suppression: suppression?.list, logger: logger, wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })

@@ -44,12 +44,7 @@ public final class Worker: Sendable {
         // Every certificate and key loads before anything touches Kafka; a failure names its key.
         let endpoints = try configuration.loadCredentials().map(\.endpoint)
         producer = try KafkaProducer(properties: properties.producerProperties, logger: logger)
-        var pipelineConfiguration = PipelineConfiguration(
-            deliveryErrorTopic: configuration.kafka.deliveryErrorTopic,
-            deliveryReportTopic: configuration.kafka.deliveryReportTopic, endpoints: endpoints)
-        pipelineConfiguration.feedbackTopic = configuration.kafka.feedbackTopic
-        pipelineConfiguration.defaultTTLSeconds = Int64(configuration.delivery.defaultTTLSeconds)
-        pipelineConfiguration.suppressionTopic = configuration.suppressionTopic
+        let pipelineConfiguration = configuration.pipelineConfiguration(endpoints: endpoints)
         suppression = try SuppressionService.open(configuration, properties: properties, logger: logger)
         pipeline = try Pipeline(
             configuration: pipelineConfiguration, producer: producer, delivery: configuration.deliveryConfiguration,

@@ -123,6 +123,26 @@ func problem(_ yaml: String, _ env: [String: String] = [:]) -> ConfigurationErro
         #expect(problem(specExample, ["PUSHWORKER_DELIVERY_CONNECT_CAP_BURTS": "1"])?.key == "PUSHWORKER_DELIVERY_CONNECT_CAP_BURTS")
     }
 
+    /// The worker and a replay take their pipeline's settings from one place: every topic and the TTL reach it.
+    @Test func theOutputTopicsAndTheTTLReachThePipeline() throws {
+        let c = try load(specExample, [
+            "PUSHWORKER_KAFKA_DELIVERY_ERROR_TOPIC": "errors-x", "PUSHWORKER_KAFKA_FEEDBACK_TOPIC": "feedback-x",
+            "PUSHWORKER_KAFKA_DELIVERY_REPORT_TOPIC": "reports-x", "PUSHWORKER_DELIVERY_DEFAULT_TTL_S": "60",
+            "PUSHWORKER_SUPPRESSION_TOPIC": "suppressed-x",
+        ])
+        let p = c.pipelineConfiguration(endpoints: c.endpoints)
+        #expect(p.deliveryErrorTopic == "errors-x")
+        #expect(p.feedbackTopic == "feedback-x")
+        #expect(p.deliveryReportTopic == "reports-x")
+        #expect(p.defaultTTLSeconds == 60)
+        #expect(p.suppressionTopic == "suppressed-x")
+        #expect(p.endpoints.map(\.app) == ["com.example.app"])
+        let plain = try load(specExample).pipelineConfiguration(endpoints: [])
+        #expect(plain.deliveryReportTopic == nil)
+        #expect(plain.suppressionTopic == nil)
+        #expect(plain.defaultTTLSeconds == 86400)
+    }
+
     @Test func errorsNameTheKey() {
         #expect(problem(specExample + "\nextra: 1")?.key == "extra")
         // More apps than a held notification can name: refused before any entry is read.
