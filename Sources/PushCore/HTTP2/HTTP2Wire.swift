@@ -187,6 +187,14 @@ public enum HTTP2Wire {
         return Int(payload.getInteger(at: payload.readerIndex, as: UInt32.self)! & 0x7FFF_FFFF)
     }
 
+    /// A WINDOW_UPDATE on stream 0 credited to the connection's send window: an increment of 0, or a window over
+    /// 2^31-1, is a connection error (RFC 9113 section 6.9).
+    public static func creditConnection(_ window: inout Int, by increment: Int) throws(ConnectionError) {
+        guard increment > 0 else { throw ConnectionError(code: .protocolError, detail: "WINDOW_UPDATE of 0 on the connection") }
+        window += increment
+        guard window <= maxWindow else { throw ConnectionError(code: .flowControlError, detail: "the connection's window over 2^31-1") }
+    }
+
     /// The most a header block may take across its frames.
     public static let headerBlockLimit = 256 * 1024
 

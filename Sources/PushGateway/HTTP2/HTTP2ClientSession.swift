@@ -274,9 +274,7 @@ struct HTTP2ClientSession {
         case HTTP2Wire.windowUpdate:
             let increment = try HTTP2Wire.windowIncrement(payload)
             if id == 0 {
-                guard increment > 0 else { throw ConnectionError(code: .protocolError, detail: "WINDOW_UPDATE of 0 on the connection") }
-                sendWindow += increment
-                guard sendWindow <= HTTP2Wire.maxWindow else { throw ConnectionError(code: .flowControlError, detail: "the connection's window over 2^31-1") }
+                try HTTP2Wire.creditConnection(&sendWindow, by: increment)
             } else {
                 try requireOpened(id, "WINDOW_UPDATE")
                 guard streams[id] != nil else { return nil }

@@ -303,9 +303,7 @@ struct HTTP2ServerSession {
     private mutating func windowUpdate(stream id: UInt32, payload: ByteBuffer) throws(ConnectionError) {
         let increment = try HTTP2Wire.windowIncrement(payload)
         if id == 0 {
-            guard increment > 0 else { throw ConnectionError(code: .protocolError, detail: "WINDOW_UPDATE of 0 on the connection") }
-            sendWindow += increment
-            guard sendWindow <= HTTP2Wire.maxWindow else { throw ConnectionError(code: .flowControlError, detail: "the connection's window over 2^31-1") }
+            try HTTP2Wire.creditConnection(&sendWindow, by: increment)
         } else {
             guard id <= lastClientStream else { throw ConnectionError(code: .protocolError, detail: "WINDOW_UPDATE on idle stream \(id)") }
             guard streams[id] != nil else { return }
