@@ -372,6 +372,12 @@ struct HTTP2ServerSessionTests {
         _ = try session.feed(client)
         session.session.answer(1, status: 400, apnsID: "a", body: Array(#"{"reason":"BadTopic"}"#.utf8))
         #expect(ServerFrame.all(in: session.session.takeOutput()).map(\.type) == [0x1])
+        // Answered, its body waiting: the stream no longer waits for an answer and takes no second one.
+        #expect(!session.session.isWaiting(1))
+        let again = session.session.answer(1, status: 200, apnsID: "b", body: [])
+        #expect(!again)
+        #expect(session.session.takeOutput() == nil)
+        #expect(session.session.openStreams == 1)
         var update = ClientFrames()
         update.windowUpdate(1, 10)
         #expect(try session.feed(update).isEmpty)  // 10 bytes: not the whole body

@@ -75,6 +75,8 @@ struct HTTP2ServerSession {
         var sendWindow: Int
         /// END_STREAM arrived: half-closed (remote), waiting for the answer.
         var complete = false
+        /// Answered, the body still waiting for the client's windows: takes no second answer.
+        var answered = false
     }
 
     init(streamLimit: Int, bodyLimit: Int, allocator: ByteBufferAllocator = ByteBufferAllocator()) {
@@ -342,13 +344,13 @@ struct HTTP2ServerSession {
     // MARK: Writing
 
     /// Whether stream `id` waits for its answer (the client may have reset it meanwhile).
-    func isWaiting(_ id: UInt32) -> Bool { streams[id]?.complete == true }
+    func isWaiting(_ id: UInt32) -> Bool { streams[id].map { $0.complete && !$0.answered } ?? false }
 
     /// Answers stream `id`: HEADERS with `:status`, `apns-id` and, with a body, `content-type: application/json`,
     /// then the body as DATA when the client's windows allow. Returns false when the stream no longer waits.
     @discardableResult
     mutating func answer(_ id: UInt32, status: Int, apnsID: String, body: [UInt8]) -> Bool {
-        guard let stream = streams[id], stream.complete else { return false }
+        guard let stream = streams[id], stream.complete, !stream.answered else { return false }
         let start = output.writerIndex
         let flags = HTTP2Wire.endHeaders | (body.isEmpty ? HTTP2Wire.endStream : 0)
         HTTP2Wire.writeFrameHeader(length: 0, type: HTTP2Wire.headers, flags: flags, stream: id, to: &output)
@@ -374,6 +376,7 @@ struct HTTP2ServerSession {
         if body.isEmpty {
             streams[id] = nil
         } else {
+            streams[id]!.answered = true
             blocked.append((id, body))
             sendBlocked()
         }
