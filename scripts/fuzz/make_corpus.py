@@ -12,6 +12,8 @@
                      bodies, a header block in CONTINUATION frames, trailers, PING, WINDOW_UPDATE, RST_STREAM, GOAWAY
   FuzzHTTP2Client    what a server sends the worker: SETTINGS, responses (HPACK by Python's hpack, Huffman-coded and
                      indexed) with and without bodies, WINDOW_UPDATE, PING, RST_STREAM, GOAWAY
+  FuzzSuppressionEntry  records of the suppression topic (key, NUL, value; a key alone is a tombstone): one of each
+                     reason, offsets and fractions in the time, tombstones, and a value naming another token
 """
 import base64
 import glob
@@ -179,6 +181,20 @@ try:
 except ImportError:
     print("FuzzHTTP2Server: no h2 package; no seeds", file=sys.stderr)
 
+# Suppression records: the key, a NUL, the value (SPEC section 10); a key without a NUL is a tombstone.
+hex_token = "0123456789abcdef" * 4
+suppression_key = f"com.example.app/production/{hex_token}".encode()
+for reason, time in [("feedback", "2026-09-21T14:13:20Z"), ("invalid_token", "2026-09-21T14:13:20.123+02:00"),
+                     ("unregistered", "1970-01-01t00:00:00z"), ("bad_device_token", "2106-02-07T06:28:15Z")]:
+    value = {"app": "com.example.app", "environment": "production", "token": hex_token, "invalidated_at": time,
+             "reason": reason}
+    write("FuzzSuppressionEntry", reason, suppression_key + b"\x00" + json.dumps(value).encode())
+write("FuzzSuppressionEntry", "tombstone", suppression_key)
+write("FuzzSuppressionEntry", "tombstone-sandbox-upper-case", f"com.example.app/sandbox/{hex_token.upper()}".encode())
+write("FuzzSuppressionEntry", "another-token", suppression_key + b"\x00" + json.dumps(
+    {"app": "com.example.app", "environment": "production", "token": "ab" * 32, "invalidated_at": "2026-09-21T14:13:20Z",
+     "reason": "feedback"}).encode())
+
 for target in ("FuzzEventDecoder", "FuzzErrorResponse", "FuzzFeedback", "FuzzAPNsResponse", "FuzzProviderToken",
-               "FuzzAPIRequest", "FuzzHTTP2Server", "FuzzHTTP2Client"):
+               "FuzzAPIRequest", "FuzzHTTP2Server", "FuzzHTTP2Client", "FuzzSuppressionEntry"):
     print(f"{target}: {len(os.listdir(os.path.join(out, target)))} seeds")

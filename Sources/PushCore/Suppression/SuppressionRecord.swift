@@ -94,22 +94,24 @@ public enum SuppressionEntry: Hashable, Sendable {
             let token = try? DeviceToken(hex: String(decoding: parts[2], as: UTF8.self))
         else { throw SuppressionRecordError("key is not APP/ENVIRONMENT/HEXTOKEN: \(String(decoding: key.prefix(120), as: UTF8.self))") }
         let app = String(decoding: parts[0], as: UTF8.self)
+        // What an error names: the app and environment, the app cut short (the message goes to a log line).
+        let subject = "\(String(decoding: parts[0].prefix(120), as: UTF8.self))/\(environment.rawValue)"
         guard let value else {
             self = .lift(SuppressionKey(app: app, environment: environment, token: token))
             return
         }
         guard let json = try? JSONValue(parsing: value), case .object = json else {
-            throw SuppressionRecordError("value of \(app)/\(environment.rawValue) is not a JSON object")
+            throw SuppressionRecordError("value of \(subject) is not a JSON object")
         }
         guard case .string(let valueApp)? = json["app"], valueApp == app,
             case .string(let valueEnvironment)? = json["environment"], valueEnvironment == environment.rawValue,
             case .string(let valueToken)? = json["token"], (try? DeviceToken(hex: valueToken)) == token
-        else { throw SuppressionRecordError("value of \(app)/\(environment.rawValue) names another app, environment or token than its key") }
+        else { throw SuppressionRecordError("value of \(subject) names another app, environment or token than its key") }
         guard case .string(let time)? = json["invalidated_at"], let invalidatedAt = RFC3339.parse(time) else {
-            throw SuppressionRecordError("value of \(app)/\(environment.rawValue): 'invalidated_at' is not an RFC 3339 time")
+            throw SuppressionRecordError("value of \(subject): 'invalidated_at' is not an RFC 3339 time")
         }
         guard case .string(let reasonText)? = json["reason"], let reason = SuppressionReason(rawValue: reasonText) else {
-            throw SuppressionRecordError("value of \(app)/\(environment.rawValue): unknown 'reason'")
+            throw SuppressionRecordError("value of \(subject): unknown 'reason'")
         }
         self = .suppress(SuppressionRecord(app: app, environment: environment, token: token, invalidatedAt: invalidatedAt, reason: reason))
     }

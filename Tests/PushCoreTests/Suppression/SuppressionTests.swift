@@ -106,6 +106,20 @@ struct SuppressionRecordTests {
     func aRecordThatIsNotTheSpecsIsAnError(key: String, value: String) {
         #expect(throws: SuppressionRecordError.self) { try SuppressionEntry(key: Array(key.utf8), value: Array(value.utf8)) }
     }
+
+    /// Every skipped record is logged with its error: a producer's 100 KB app name must not become a 100 KB line.
+    @Test func anErrorNamesAtMostTheStartOfALongApp() {
+        let app = String(repeating: "a", count: 100_000)
+        let key = Array("\(app)/production/abab".utf8)
+        for value in ["not json", #"{"app":"\#(app)","environment":"production","token":"abab","invalidated_at":"yesterday","reason":"feedback"}"#] {
+            #expect {
+                try SuppressionEntry(key: key, value: Array(value.utf8))
+            } throws: { error in
+                let description = (error as? SuppressionRecordError)?.description ?? ""
+                return description.contains(String(repeating: "a", count: 120) + "/production") && description.utf8.count < 300
+            }
+        }
+    }
 }
 
 struct TokenRegisteredAtTests {
