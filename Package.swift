@@ -306,7 +306,7 @@ if ProcessInfo.processInfo.environment["PUSHWORKER_FUZZ"] == "1" {
     package.targets.append(.target(name: "FuzzSupport", dependencies: ["CFuzzerDriver"], path: "Fuzz/FuzzSupport",
                                    swiftSettings: [.swiftLanguageMode(.v6)]))
     for name in ["FuzzEventDecoder", "FuzzErrorResponse", "FuzzFeedback", "FuzzAPNsResponse", "FuzzProviderToken", "FuzzAPIRequest",
-                 "FuzzHTTP2Server", "FuzzHTTP2Client", "FuzzSuppressionEntry"] {
+                 "FuzzHTTP2Server", "FuzzHTTP2Client", "FuzzSuppressionEntry", "FuzzNotificationDecoder"] {
         package.targets.append(
             .executableTarget(
                 name: name,

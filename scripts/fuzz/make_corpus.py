@@ -14,6 +14,8 @@
                      indexed) with and without bodies, WINDOW_UPDATE, PING, RST_STREAM, GOAWAY
   FuzzSuppressionEntry  records of the suppression topic (key, NUL, value; a key alone is a tombstone): one of each
                      reason, offsets and fractions in the time, tombstones, and a value naming another token
+  FuzzNotificationDecoder  what a provider sends the simulator's binary gateway (after a byte that picks the size
+                     of reads): notifications in the three formats, one after another, and ones it refuses
 """
 import base64
 import glob
@@ -195,6 +197,41 @@ write("FuzzSuppressionEntry", "another-token", suppression_key + b"\x00" + json.
     {"app": "com.example.app", "environment": "production", "token": "ab" * 32, "invalidated_at": "2026-09-21T14:13:20Z",
      "reason": "feedback"}).encode())
 
+# Binary notifications: a byte that picks the size of reads (1 to 16), then the stream.
+def simple(token, payload):
+    return struct.pack(">BH", 0, len(token)) + token + struct.pack(">H", len(payload)) + payload
+
+
+def enhanced(identifier, expiration, token, payload):
+    return struct.pack(">BIIH", 1, identifier, expiration, len(token)) + token + struct.pack(">H", len(payload)) + payload
+
+
+def frame(*items):
+    body = b"".join(struct.pack(">BH", item, len(data)) + data for item, data in items)
+    return struct.pack(">BI", 2, len(body)) + body
+
+
+device = bytes(range(32))
+alert = b'{"aps":{"alert":"hi"}}'
+full_frame = frame((1, device), (2, alert), (3, struct.pack(">I", 7)), (4, struct.pack(">I", 1790000000)), (5, b"\x05"))
+notifications = {
+    "simple": simple(device, alert),
+    "enhanced": enhanced(42, 0, device, alert),
+    "frame": full_frame,
+    "frame-token-and-payload-only": frame((2, alert), (1, device)),
+    "all-three": simple(device, alert) + enhanced(43, 1, device, alert) + full_frame,
+    "empty-token": enhanced(44, 0, b"", alert),
+    "long-token": frame((1, bytes(101)), (2, alert), (3, struct.pack(">I", 8))),
+    "long-payload": enhanced(45, 0, device, b"x" * 257),
+    "repeated-item": frame((1, device), (2, alert), (1, device)),
+    "bad-priority": frame((1, device), (2, alert), (5, b"\x07")),
+    "unknown-command": b"\x09" + full_frame,
+}
+for name, data in notifications.items():
+    for step in (b"\x00", b"\x06"):
+        write("FuzzNotificationDecoder", f"{name}-{step[0]}", step + data)
+
 for target in ("FuzzEventDecoder", "FuzzErrorResponse", "FuzzFeedback", "FuzzAPNsResponse", "FuzzProviderToken",
-               "FuzzAPIRequest", "FuzzHTTP2Server", "FuzzHTTP2Client", "FuzzSuppressionEntry"):
+               "FuzzAPIRequest", "FuzzHTTP2Server", "FuzzHTTP2Client", "FuzzSuppressionEntry",
+               "FuzzNotificationDecoder"):
     print(f"{target}: {len(os.listdir(os.path.join(out, target)))} seeds")
