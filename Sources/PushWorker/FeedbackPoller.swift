@@ -58,8 +58,12 @@ public final class FeedbackPoller: Sendable {
     /// Produces what an earlier run left in the spool, then polls every interval while this member is the poller,
     /// until cancelled.
     public func run() async {
-        try? FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
-        for file in spoolFiles() { produce(file: file) }
+        // File system calls block: they run on NIO's thread pool, never on the caller's.
+        let leftOver = (try? await NIOThreadPool.singleton.runIfActive { [self] () -> [String] in
+            try? FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
+            return spoolFiles()
+        }) ?? []
+        for file in leftOver { await produce(file: file) }
         var lastPoll: ContinuousClock.Instant?
         var wasPoller = false
         while !Task.isCancelled {
@@ -119,23 +123,25 @@ public final class FeedbackPoller: Sendable {
         guard file.count > 0 else { return }
         tuplesCounter.increment(by: Int64(file.count))
         logger.info("feedback tuples", metadata: ["app": "\(endpoint.key)", "tuples": "\(file.count)"])
-        produce(file: name)
+        await produce(file: name)
     }
 
     /// Produces a spool file's events; removes the file once every one is acknowledged. A last line without its
     /// newline (a write cut short by a crash) is left out.
-    private func produce(file: String) {
-        guard let data = FileManager.default.contents(atPath: file) else { return }
-        var lines = data.split(separator: 0x0A, omittingEmptySubsequences: false)
-        if data.last != 0x0A, !lines.isEmpty {
-            logger.warning("feedback spool ends in a partial line; left out", metadata: ["file": "\(file)"])
-            lines.removeLast()
+    private func produce(file: String) async {
+        // Read (and an empty file removed) on NIO's thread pool.
+        let read = try? await NIOThreadPool.singleton.runIfActive { () -> (lines: [Data], partial: Bool)? in
+            guard let data = FileManager.default.contents(atPath: file) else { return nil }
+            var lines = data.split(separator: 0x0A, omittingEmptySubsequences: false)
+            let partial = data.last.map { $0 != 0x0A } ?? false
+            if partial { lines.removeLast() }
+            lines.removeAll { $0.isEmpty }
+            if lines.isEmpty { try? FileManager.default.removeItem(atPath: file) }
+            return (lines, partial)
         }
-        lines.removeAll { $0.isEmpty }
-        guard !lines.isEmpty else {
-            try? FileManager.default.removeItem(atPath: file)
-            return
-        }
+        guard let (lines, partial) = read ?? nil else { return }
+        if partial { logger.warning("feedback spool ends in a partial line; left out", metadata: ["file": "\(file)"]) }
+        guard !lines.isEmpty else { return }
         // With suppression, each tuple's record too: the file goes once both are acknowledged.
         let records: [SuppressionRecord?] = lines.map { line in
             guard suppression != nil, let json = try? JSONValue(parsing: Array(line)), let event = try? FeedbackEvent(validating: json) else { return nil }

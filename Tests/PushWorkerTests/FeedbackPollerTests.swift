@@ -74,6 +74,42 @@ import Testing
         await simulator.stop()
     }
 
+    /// A worker killed while it wrote a spool file leaves a last line without its newline (or an empty file): on
+    /// the next start the whole lines are produced, the cut one is left out, and both files go.
+    @Test func aSpoolCutShortByACrashIsProducedWithoutItsPartialLine() async throws {
+        var quiet = Logger(label: "test")
+        quiet.logLevel = .critical
+        let spool = NSTemporaryDirectory() + "feedback-spool-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        let lines = try (0..<3).map { i in
+            FeedbackEvent(app: "com.example.app", environment: .production, token: try DeviceToken(hex: Self.token(i)),
+                          timestamp: UInt32(1_700_000_000 + i), receivedAt: 1_700_000_000_000).json()
+        }
+        let cut = lines[0] + [0x0A] + lines[1] + [0x0A] + lines[2].prefix(20)
+        try Data(cut).write(to: URL(fileURLWithPath: "\(spool)/1700000000000-com.example.app-production.jsonl"))
+        try Data().write(to: URL(fileURLWithPath: "\(spool)/1700000000001-com.example.app-production.jsonl"))
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("notification-feedback", partitions: 1)
+        let properties = ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"]
+        let producer = try KafkaProducer(properties: properties, logger: quiet)
+        let poller = FeedbackPoller(
+            endpoints: [], topic: "notification-feedback", spoolDirectory: spool, interval: .seconds(3600),
+            readTimeout: .milliseconds(500), producer: producer, logger: quiet, isPoller: { false })
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await producer.run() }
+            group.addTask { await poller.run() }
+            #expect(await eventually {
+                poller.produced == 2 && ((try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? ["?"]).isEmpty
+            })
+            group.cancelAll()
+            producer.stop()
+        }
+        let records = try await KafkaReplayReader(properties: properties, topic: "notification-feedback", start: .earliest).readAll()
+        #expect(try records.map { try JSONValue(parsing: $0.value)["token"]!.stringValue! } == (0..<2).map(Self.token))
+        #expect(poller.produced == 2)
+    }
+
     @Test func feedbackTuplesSuppressTheirTokens() async throws {
         var quiet = Logger(label: "test")
         quiet.logLevel = .critical
