@@ -80,3 +80,15 @@ private final class ThreadCompletion: Sendable {
         continuation?.resume(returning: finished)
     }
 }
+
+/// Runs one blocking librdkafka call (metadata and offset look-ups, a synchronous commit, opening a
+/// ``KafkaReplayReader``) on a thread of its own and returns its result, so that no thread of the cooperative pool
+/// waits on the broker.
+public func onOwnThread<T: Sendable, E: Error>(_ name: String, _ body: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
+    let outcome = Mutex<Result<T, E>?>(nil)
+    await runOnDedicatedThread(name: name) {
+        let result = Result { () throws(E) -> T in try body() }
+        outcome.withLock { $0 = result }
+    }
+    return try outcome.withLock { $0 }!.get()
+}

@@ -182,9 +182,11 @@ public enum Demo {
             suppressionReader.reader.stop()
             producer.stop()
             try await group.waitForAll()
-            let committed = try KafkaAdmin.committedOffsets(
-                bootstrapServers: cluster.bootstrapServers, group: "pushworker-demo",
-                (0..<3).map { TopicPartition(topic: inputTopic, partition: $0) })
+            let servers = cluster.bootstrapServers
+            let committed = try await onOwnThread("kafka-offsets") {
+                try KafkaAdmin.committedOffsets(
+                    bootstrapServers: servers, group: "pushworker-demo", (0..<3).map { TopicPartition(topic: inputTopic, partition: $0) })
+            }
 
             // Summary
             let counts = pipeline.snapshot
@@ -230,7 +232,9 @@ public enum Demo {
     }
 
     static func readTopic(_ servers: String, _ topic: String) async throws -> [KafkaRecord] {
-        try await KafkaReplayReader(properties: ["bootstrap.servers": servers, "log_level": "3"], topic: topic, start: .earliest).readAll()
+        try await onOwnThread("kafka-open") {
+            try KafkaReplayReader(properties: ["bootstrap.servers": servers, "log_level": "3"], topic: topic, start: .earliest)
+        }.readAll()
     }
 }
 

@@ -87,9 +87,10 @@ public enum Replay {
                 var consumerProperties = properties.consumerProperties(groupID: "\(configuration.kafka.groupID)-replay")
                 consumerProperties["enable.auto.commit"] = nil
                 // Reading stays at most max_in_flight records ahead of the pipeline.
-                let reader = try KafkaReplayReader(
-                    properties: consumerProperties, topic: topic, start: start.start(for: topic),
-                    readAhead: configuration.delivery.maxInFlight)
+                let (topicStart, readAhead) = (start.start(for: topic), configuration.delivery.maxInFlight)
+                let reader = try await onOwnThread("kafka-open") { [consumerProperties] in
+                    try KafkaReplayReader(properties: consumerProperties, topic: topic, start: topicStart, readAhead: readAhead)
+                }
                 logger.info("replaying", metadata: ["topic": "\(topic)", "ranges": "\(reader.ranges.sorted { $0.key < $1.key }.map { "[\($0.key)] \($0.value.lowerBound)..<\($0.value.upperBound)" })"])
                 let pipelineConfiguration = configuration.pipelineConfiguration(endpoints: endpoints)
                 let pipeline = try Pipeline(
