@@ -74,7 +74,9 @@ public enum Replay {
         let producer = try KafkaProducer(properties: properties.producerProperties, logger: logger)
         var total = PipelineCounts()
         // Suppression applies to a replay as to the worker: the topic is read whole first, then followed.
-        let suppression = try SuppressionService.open(configuration, properties: properties, logger: logger)
+        let suppression = try await onOwnThread("kafka-open") { () throws(ConfigurationError) in
+            try SuppressionService.open(configuration, properties: properties, logger: logger)
+        }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await producer.run(flushTimeout: .seconds(30)) }
             defer { producer.stop() }

@@ -71,7 +71,8 @@ struct ReplayCommand: AsyncParsableCommand {
         let logger = Logger(label: "pushworker.replay")
         do {
             if resetGroup {
-                let offsets = try Replay.resetGroup(configuration: configuration, start: try start())
+                let replayStart = try start()
+                let offsets = try await onOwnThread("kafka-offsets") { try Replay.resetGroup(configuration: configuration, start: replayStart) }
                 let list = offsets.sorted { ($0.key.topic, $0.key.partition) < ($1.key.topic, $1.key.partition) }
                     .map { "\"\($0.key.topic)[\($0.key.partition)]\": \($0.value)" }.joined(separator: ", ")
                 printLine("{\"group\": \(JSONWriter.quoted(configuration.kafka.groupID)), \"offsets\": {\(list)}}")

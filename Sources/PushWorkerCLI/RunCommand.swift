@@ -2,6 +2,7 @@ import ArgumentParser
 import Logging
 import Metrics
 import Prometheus
+import PushKafka
 import PushWorker
 import ServiceLifecycle
 
@@ -30,7 +31,11 @@ struct RunCommand: AsyncParsableCommand {
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let worker: Worker
         do {
-            worker = try Worker(configuration: configuration, shutdownDeadline: .seconds(shutdownDeadline), logger: logger, registry: registry)
+            // Opening the suppression topic asks the brokers (partitions, end offsets): not on the cooperative pool.
+            let deadline = Duration.seconds(shutdownDeadline)
+            worker = try await onOwnThread("pushworker-init") {
+                try Worker(configuration: configuration, shutdownDeadline: deadline, logger: logger, registry: registry)
+            }
         } catch {
             throw CLIError.usage("configuration error: \(error)")
         }
