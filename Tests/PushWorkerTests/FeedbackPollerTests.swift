@@ -14,6 +14,21 @@ import Testing
 @Suite struct FeedbackPollerTests {
     static func token(_ i: Int) -> String { String(format: "%064x", 0xFEED_0000 + i) }
 
+    /// Runs the poller and its producer until `count` feedback events are acknowledged and the spool is empty
+    /// (false if that never comes), then stops both.
+    static func run(_ poller: FeedbackPoller, _ producer: KafkaProducer, until count: Int, producedFrom spool: String) async -> Bool {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await producer.run() }
+            group.addTask { await poller.run() }
+            let done = await eventually {
+                poller.produced == count && ((try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? ["?"]).isEmpty
+            }
+            group.cancelAll()
+            producer.stop()
+            return done
+        }
+    }
+
     @Test func tuplesReadBeforeAStreamIsCutOffAreSpooledAndProducedAfterARestart() async throws {
         var quiet = Logger(label: "test")
         quiet.logLevel = .critical
@@ -96,15 +111,7 @@ import Testing
         let poller = FeedbackPoller(
             endpoints: [], topic: "notification-feedback", spoolDirectory: spool, interval: .seconds(3600),
             readTimeout: .milliseconds(500), producer: producer, logger: quiet, isPoller: { false })
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await producer.run() }
-            group.addTask { await poller.run() }
-            #expect(await eventually {
-                poller.produced == 2 && ((try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? ["?"]).isEmpty
-            })
-            group.cancelAll()
-            producer.stop()
-        }
+        #expect(await Self.run(poller, producer, until: 2, producedFrom: spool))
         let records = try await KafkaReplayReader(properties: properties, topic: "notification-feedback", start: .earliest).readAll()
         #expect(try records.map { try JSONValue(parsing: $0.value)["token"]!.stringValue! } == (0..<2).map(Self.token))
         #expect(poller.produced == 2)
@@ -128,16 +135,8 @@ import Testing
         let poller = FeedbackPoller(
             endpoints: [endpoint], topic: "notification-feedback", spoolDirectory: spool, interval: .seconds(3600),
             readTimeout: .seconds(5), producer: producer, logger: quiet, suppression: ("suppressed-tokens", list))
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await producer.run() }
-            group.addTask { await poller.run() }
-            // The spool file goes once the feedback events and the suppression records are all acknowledged.
-            #expect(await eventually {
-                poller.produced == 3 && ((try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? ["?"]).isEmpty
-            })
-            group.cancelAll()
-            producer.stop()
-        }
+        // The spool file goes once the feedback events and the suppression records are all acknowledged.
+        #expect(await Self.run(poller, producer, until: 3, producedFrom: spool))
         let records = try await KafkaReplayReader(properties: properties, topic: "suppressed-tokens", start: .earliest).readAll()
         let entries = try records.map { try SuppressionEntry(key: $0.key ?? [], value: $0.value) }
         #expect(entries == (0..<3).map { i in
