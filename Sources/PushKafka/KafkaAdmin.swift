@@ -47,15 +47,9 @@ public enum KafkaAdmin {
     public static func topicSetting(
         _ name: String, of topic: String, properties: [String: String], timeoutMilliseconds: Int32 = 2_000
     ) async -> String? {
-        let found = SettingBox()
-        await runOnDedicatedThread(name: "kafka-admin") {
-            found.value = try? describeTopicSetting(name, of: topic, properties: properties, timeoutMilliseconds: timeoutMilliseconds)
-        }
-        return found.value ?? nil
-    }
-
-    private final class SettingBox: @unchecked Sendable {  // written by the admin thread before the await returns
-        var value: String??
+        (try? await onOwnThread("kafka-admin") { () throws(KafkaError) in
+            try describeTopicSetting(name, of: topic, properties: properties, timeoutMilliseconds: timeoutMilliseconds)
+        }) ?? nil
     }
 
     private static func describeTopicSetting(
