@@ -2,6 +2,7 @@
 // pushworker: delivers push notifications from Kafka to Apple's binary provider interface.
 import PackageDescription
 
+import class Foundation.FileManager
 import class Foundation.ProcessInfo
 
 let strict: [SwiftSetting] = [
@@ -305,8 +306,11 @@ if ProcessInfo.processInfo.environment["PUSHWORKER_FUZZ"] == "1" {
     package.targets.append(.target(name: "CFuzzerDriver", path: "Fuzz/CFuzzerDriver"))
     package.targets.append(.target(name: "FuzzSupport", dependencies: ["CFuzzerDriver"], path: "Fuzz/FuzzSupport",
                                    swiftSettings: [.swiftLanguageMode(.v6)]))
-    for name in ["FuzzEventDecoder", "FuzzErrorResponse", "FuzzFeedback", "FuzzAPNsResponse", "FuzzProviderToken", "FuzzAPIRequest",
-                 "FuzzHTTP2Server", "FuzzHTTP2Client", "FuzzSuppressionEntry", "FuzzNotificationDecoder"] {
+    // A target is a folder of Fuzz/ with a main.swift (scripts/fuzz/run finds them the same way).
+    let fuzz = "\(String(#filePath).split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/"))/Fuzz"
+    let names = ((try? FileManager.default.contentsOfDirectory(atPath: fuzz)) ?? [])
+        .filter { FileManager.default.fileExists(atPath: "\(fuzz)/\($0)/main.swift") }.sorted()
+    for name in names {
         package.targets.append(
             .executableTarget(
                 name: name,

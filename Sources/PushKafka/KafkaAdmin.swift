@@ -47,9 +47,9 @@ public enum KafkaAdmin {
     public static func topicSetting(
         _ name: String, of topic: String, properties: [String: String], timeoutMilliseconds: Int32 = 2_000
     ) async -> String? {
-        (try? await onOwnThread("kafka-admin") { () throws(KafkaError) in
+        try? await onOwnThread("kafka-admin") { () throws(KafkaError) in
             try describeTopicSetting(name, of: topic, properties: properties, timeoutMilliseconds: timeoutMilliseconds)
-        }) ?? nil
+        }
     }
 
     private static func describeTopicSetting(

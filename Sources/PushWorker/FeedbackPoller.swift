@@ -139,7 +139,7 @@ public final class FeedbackPoller: Sendable {
             if lines.isEmpty { try? FileManager.default.removeItem(atPath: file) }
             return (lines, partial)
         }
-        guard let (lines, partial) = read ?? nil else { return }
+        guard let (lines, partial) = read else { return }
         if partial { logger.warning("feedback spool ends in a partial line; left out", metadata: ["file": "\(file)"]) }
         guard !lines.isEmpty else { return }
         // With suppression, each tuple's record too: the file goes once both are acknowledged.

@@ -231,7 +231,5 @@ for name, data in notifications.items():
     for step in (b"\x00", b"\x06"):
         write("FuzzNotificationDecoder", f"{name}-{step[0]}", step + data)
 
-for target in ("FuzzEventDecoder", "FuzzErrorResponse", "FuzzFeedback", "FuzzAPNsResponse", "FuzzProviderToken",
-               "FuzzAPIRequest", "FuzzHTTP2Server", "FuzzHTTP2Client", "FuzzSuppressionEntry",
-               "FuzzNotificationDecoder"):
+for target in sorted(os.listdir(out)):
     print(f"{target}: {len(os.listdir(os.path.join(out, target)))} seeds")
