@@ -2,6 +2,8 @@
 public enum RFC3339 {
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` into UNIX seconds; the fraction is dropped.
     /// `T` and `Z` may be lower case (RFC 3339 section 5.6); a leap second (`:60`) counts as the next second.
+    /// A time whose offset moves it outside the years 0000–9999 in UTC (`0000-01-01T00:30:00+01:00`) is refused:
+    /// ``format(unixSeconds:)`` could not write it back in this form.
     public static func parse(_ text: some StringProtocol) -> Int64? {
         var utf8 = Array(text.utf8)
         return utf8.withUnsafeMutableBytes { parse(UnsafeRawBufferPointer($0)) }
@@ -48,8 +50,12 @@ public enum RFC3339 {
         }
         guard i == s.count else { return nil }
         let days = daysFromCivil(year: year, month: month, day: day)
-        return days * 86400 + hour * 3600 + minute * 60 + second - offsetSeconds
+        let seconds = days * 86400 + hour * 3600 + minute * 60 + second - offsetSeconds
+        return representable.contains(seconds) ? seconds : nil
     }
+
+    /// UNIX seconds from 0000-01-01T00:00:00Z to 9999-12-31T23:59:59Z, the times this form writes with four digits.
+    static var representable: ClosedRange<Int64> { -62_167_219_200...253_402_300_799 }
 
     /// Formats UNIX seconds as `YYYY-MM-DDTHH:MM:SSZ`.
     public static func format(unixSeconds: Int64) -> String {

@@ -347,6 +347,21 @@ import Testing
         #expect(RFC3339.parse("2026-11-21T10:15:30+0100") == nil)
     }
 
+    /// An offset may not carry a time outside the years the form writes: what is read can be written back.
+    @Test func anOffsetCannotMoveATimeOutsideTheFourDigitYears() {
+        #expect(RFC3339.parse("0000-01-01T00:00:00Z") == -62_167_219_200)
+        #expect(RFC3339.parse("0000-01-01T01:00:00+01:00") == -62_167_219_200)
+        #expect(RFC3339.parse("0000-01-01T00:30:00+01:00") == nil)
+        #expect(RFC3339.parse("9999-12-31T23:59:59Z") == 253_402_300_799)
+        #expect(RFC3339.parse("9999-12-31T22:59:59-01:00") == 253_402_300_799)
+        #expect(RFC3339.parse("9999-12-31T23:30:00-01:00") == nil)
+        #expect(RFC3339.parse("9999-12-31T23:59:60Z") == nil)
+        for text in ["0000-01-01T00:00:00Z", "0000-01-01T05:00:00+04:59", "9999-12-31T23:59:59Z", "9999-12-31T20:00:00-03:59"] {
+            let seconds = RFC3339.parse(text)
+            #expect(seconds.map { RFC3339.parse(RFC3339.format(unixSeconds: $0)) } == seconds, "\(text)")
+        }
+    }
+
     /// The byte writer the simulator's record file uses says exactly what `format` says, across the years it writes
     /// with four digits and outside them.
     @Test func appendedBytesAreTheFormattedText() {
