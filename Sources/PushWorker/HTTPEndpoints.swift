@@ -6,27 +6,49 @@ import Synchronization
 
 /// `/metrics` (Prometheus text format), `/healthz` (up while the process runs) and `/readyz` (ready once
 /// partitions are assigned and every app has a usable connection or is backing off for a known reason).
+///
+/// They answer `GET` and `HEAD`, keep a connection open between requests unless the client asks to close it (HTTP/1.0
+/// without keep-alive, `Connection: close`), close a connection idle for `idleTimeout`, and close at once any
+/// connection beyond `maxConnections`, so that clients which never let go cannot take the file descriptors the
+/// worker needs for Kafka and the gateway.
 public final class HTTPEndpoints: Sendable {
     public typealias Readiness = @Sendable () -> (ready: Bool, detail: String)
 
     private let metrics: @Sendable () -> [UInt8]
     private let readiness: Readiness
+    private let idleTimeout: TimeAmount
+    private let maxConnections: Int
     private let channel = Mutex<(any Channel)?>(nil)
 
-    public init(metrics: @escaping @Sendable () -> [UInt8], readiness: @escaping Readiness) {
+    public init(
+        metrics: @escaping @Sendable () -> [UInt8], readiness: @escaping Readiness,
+        idleTimeout: TimeAmount = .seconds(60), maxConnections: Int = 64
+    ) {
         self.metrics = metrics
         self.readiness = readiness
+        self.idleTimeout = idleTimeout
+        self.maxConnections = maxConnections
     }
 
     /// Listens on `host:port` (port 0 picks one); returns the bound port.
     public func start(host: String, port: Int) async throws -> Int {
         let metrics = self.metrics
         let readiness = self.readiness
+        let idleTimeout = self.idleTimeout
+        let maxConnections = self.maxConnections
         let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ConnectionLimit(maxConnections: maxConnections))
+                }
+            }
             .childChannelInitializer { channel in
-                channel.pipeline.configureHTTPServerPipeline().flatMapThrowing {
-                    try channel.pipeline.syncOperations.addHandler(EndpointHandler(metrics: metrics, readiness: readiness))
+                channel.eventLoop.makeCompletedFuture {
+                    let pipeline = channel.pipeline.syncOperations
+                    try pipeline.addHandler(IdleStateHandler(allTimeout: idleTimeout))
+                    try pipeline.configureHTTPServerPipeline()
+                    try pipeline.addHandler(EndpointHandler(metrics: metrics, readiness: readiness))
                 }
             }
             .bind(host: host, port: port).get()
@@ -43,13 +65,40 @@ public final class HTTPEndpoints: Sendable {
     }
 }
 
+/// On the listening channel: closes an accepted connection at once when `maxConnections` are already open.
+private final class ConnectionLimit: ChannelInboundHandler {
+    typealias InboundIn = any Channel
+    typealias InboundOut = any Channel
+
+    /// Accepted connections not yet closed; a connection's close runs on its own event loop.
+    final class OpenConnections: Sendable {
+        let count = Atomic<Int>(0)
+    }
+
+    let maxConnections: Int
+    private let open = OpenConnections()
+
+    init(maxConnections: Int) { self.maxConnections = maxConnections }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let child = unwrapInboundIn(data)
+        guard open.count.add(1, ordering: .relaxed).newValue <= maxConnections else {
+            open.count.subtract(1, ordering: .relaxed)
+            child.close(promise: nil)
+            return
+        }
+        child.closeFuture.whenComplete { [open] _ in open.count.subtract(1, ordering: .relaxed) }
+        context.fireChannelRead(data)
+    }
+}
+
 private final class EndpointHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
     let metrics: @Sendable () -> [UInt8]
     let readiness: HTTPEndpoints.Readiness
-    private var path = ""
+    private var request: HTTPRequestHead?
 
     init(metrics: @escaping @Sendable () -> [UInt8], readiness: @escaping HTTPEndpoints.Readiness) {
         self.metrics = metrics
@@ -58,24 +107,56 @@ private final class EndpointHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
-        case .head(let head): path = String(head.uri.split(separator: "?").first ?? "")
+        case .head(let head): request = head
         case .body: break
         case .end:
-            let (status, type, body): (HTTPResponseStatus, String, [UInt8])
-            switch path {
-            case "/metrics": (status, type, body) = (.ok, "text/plain; version=0.0.4", metrics())
-            case "/healthz": (status, type, body) = (.ok, "text/plain", Array("ok\n".utf8))
-            case "/readyz":
-                let r = readiness()
-                (status, type, body) = (r.ready ? .ok : .serviceUnavailable, "text/plain", Array((r.detail + "\n").utf8))
-            default: (status, type, body) = (.notFound, "text/plain", Array("not found\n".utf8))
-            }
-            var headers = HTTPHeaders()
-            headers.add(name: "Content-Type", value: type)
-            headers.add(name: "Content-Length", value: String(body.count))
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
-            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+            guard let request else { return }
+            self.request = nil
+            respond(to: request, context: context)
+        }
+    }
+
+    private func respond(to request: HTTPRequestHead, context: ChannelHandlerContext) {
+        let (status, body) = answer(to: request)
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: status == .ok && path(of: request) == "/metrics" ? "text/plain; version=0.0.4" : "text/plain")
+        headers.add(name: "Content-Length", value: String(body.count))
+        if status == .methodNotAllowed { headers.add(name: "Allow", value: "GET, HEAD") }
+        let keepAlive = request.isKeepAlive
+        if !keepAlive { headers.add(name: "Connection", value: "close") }
+        let version: HTTPVersion = request.version == .http1_0 ? .http1_0 : .http1_1
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: version, status: status, headers: headers))), promise: nil)
+        // NIO's encoder leaves the body out of an answer to HEAD.
+        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+        if keepAlive {
             context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        } else {
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+        }
+    }
+
+    private func path(of request: HTTPRequestHead) -> Substring { request.uri.split(separator: "?").first ?? "" }
+
+    private func answer(to request: HTTPRequestHead) -> (HTTPResponseStatus, [UInt8]) {
+        guard request.method == .GET || request.method == .HEAD else {
+            return (.methodNotAllowed, Array("only GET and HEAD\n".utf8))
+        }
+        switch path(of: request) {
+        case "/metrics": return (.ok, metrics())
+        case "/healthz": return (.ok, Array("ok\n".utf8))
+        case "/readyz":
+            let r = readiness()
+            return (r.ready ? .ok : .serviceUnavailable, Array((r.detail + "\n").utf8))
+        default: return (.notFound, Array("not found\n".utf8))
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            context.close(promise: nil)
+        } else {
+            context.fireUserInboundEventTriggered(event)
         }
     }
 }

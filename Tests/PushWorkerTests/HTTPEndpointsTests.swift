@@ -1,0 +1,146 @@
+import NIOCore
+import NIOPosix
+import Synchronization
+import Testing
+@testable import PushWorker
+
+/// `/metrics`, `/healthz` and `/readyz` as HTTP clients other than Prometheus and kubelet reach them: HTTP/1.0
+/// tools, `HEAD` probes, connections left open, and more connections than a scrape needs.
+@Suite(.timeLimit(.minutes(1))) struct HTTPEndpointsTests {
+    static let metricsText = "pushworker_events_consumed_total 7\n"
+
+    func withEndpoints(
+        idleTimeout: TimeAmount = .seconds(60), maxConnections: Int = 64,
+        _ body: (Int) async throws -> Void
+    ) async throws {
+        let endpoints = HTTPEndpoints(
+            metrics: { Array(Self.metricsText.utf8) }, readiness: { (false, "no partitions assigned") },
+            idleTimeout: idleTimeout, maxConnections: maxConnections)
+        let port = try await endpoints.start(host: "127.0.0.1", port: 0)
+        do {
+            try await body(port)
+        } catch {
+            await endpoints.stop()
+            throw error
+        }
+        await endpoints.stop()
+    }
+
+    /// A connection to `port` that keeps what the server sends and notes when the server closes it.
+    final class RawClient: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        private let received = Mutex<[UInt8]>([])
+        private let channel = Mutex<(any Channel)?>(nil)
+
+        static func connect(port: Int) async throws -> RawClient {
+            let client = RawClient()
+            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .channelInitializer { $0.pipeline.addHandler(client) }
+                .connect(host: "127.0.0.1", port: port).get()
+            client.channel.withLock { $0 = channel }
+            return client
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            var buffer = unwrapInboundIn(data)
+            received.withLock { $0 += buffer.readBytes(length: buffer.readableBytes) ?? [] }
+        }
+
+        func send(_ text: String) async throws {
+            let channel = channel.withLock { $0 }!
+            try await channel.writeAndFlush(channel.allocator.buffer(string: text)).get()
+        }
+
+        /// Waits until the server closes the connection and returns everything it sent.
+        func untilClosed() async throws -> String {
+            try await channel.withLock { $0 }!.closeFuture.get()
+            return String(decoding: received.withLock { $0 }, as: UTF8.self)
+        }
+
+        func close() async { try? await channel.withLock { $0 }!.close() }
+    }
+
+    func responses(in text: String) -> [Substring] {
+        text.split(separator: "HTTP/1.", omittingEmptySubsequences: true)
+    }
+
+    @Test func anHTTP10RequestIsAnsweredAndTheConnectionClosed() async throws {
+        try await withEndpoints { port in
+            let client = try await RawClient.connect(port: port)
+            try await client.send("GET /metrics HTTP/1.0\r\n\r\n")
+            let text = try await client.untilClosed()
+            #expect(text.hasPrefix("HTTP/1.1 200 OK\r\n") || text.hasPrefix("HTTP/1.0 200 OK\r\n"), "\(text)")
+            #expect(text.hasSuffix("\r\n\r\n" + Self.metricsText), "\(text)")
+            #expect(text.lowercased().contains("connection: close"), "\(text)")
+        }
+    }
+
+    @Test func requestsOnOneConnectionAreEachAnsweredUntilOneAsksToClose() async throws {
+        try await withEndpoints { port in
+            let client = try await RawClient.connect(port: port)
+            try await client.send(
+                "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /readyz HTTP/1.1\r\nHost: x\r\n\r\n"
+                    + "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            let answers = responses(in: try await client.untilClosed())
+            #expect(answers.count == 3)
+            guard answers.count == 3 else { return }
+            #expect(answers[0].hasPrefix("1 200 OK") && answers[0].hasSuffix("\r\n\r\nok\n"))
+            #expect(answers[1].hasPrefix("1 503 Service Unavailable") && answers[1].hasSuffix("\r\n\r\nno partitions assigned\n"))
+            #expect(answers[2].hasPrefix("1 200 OK") && answers[2].hasSuffix("\r\n\r\n" + Self.metricsText))
+            #expect(answers[2].lowercased().contains("connection: close"))
+        }
+    }
+
+    @Test func aHEADRequestGetsTheHeadersOfItsGETAndNoBody() async throws {
+        try await withEndpoints { port in
+            let client = try await RawClient.connect(port: port)
+            try await client.send(
+                "HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            let answers = responses(in: try await client.untilClosed())
+            #expect(answers.count == 2)
+            guard answers.count == 2 else { return }
+            #expect(answers[0].hasPrefix("1 200 OK"))
+            #expect(answers[0].lowercased().contains("content-length: \(Self.metricsText.utf8.count)\r\n"))
+            #expect(answers[0].hasSuffix("\r\n\r\n"), "the HEAD answer carries no body: \(answers[0])")
+            #expect(answers[1].hasSuffix("\r\n\r\nok\n"))
+        }
+    }
+
+    @Test func aMethodOtherThanGETOrHEADIsRefusedNamingTheAllowedOnes() async throws {
+        try await withEndpoints { port in
+            let client = try await RawClient.connect(port: port)
+            try await client.send("POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc")
+            let text = try await client.untilClosed()
+            #expect(text.hasPrefix("HTTP/1.1 405 Method Not Allowed\r\n"), "\(text)")
+            #expect(text.lowercased().contains("allow: get, head\r\n"), "\(text)")
+        }
+    }
+
+    @Test func aConnectionLeftIdleIsClosed() async throws {
+        try await withEndpoints(idleTimeout: .milliseconds(200)) { port in
+            let quiet = try await RawClient.connect(port: port)
+            #expect(try await quiet.untilClosed() == "")
+            let served = try await RawClient.connect(port: port)
+            try await served.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try await served.untilClosed().hasSuffix("\r\n\r\nok\n"), "answered, then closed when idle")
+        }
+    }
+
+    @Test func connectionsBeyondTheLimitAreClosedAndTheOpenOnesStillServed() async throws {
+        try await withEndpoints(maxConnections: 2) { port in
+            let first = try await RawClient.connect(port: port)
+            let second = try await RawClient.connect(port: port)
+            // The server has taken both once each has answered a request.
+            try await first.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            try await second.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            let third = try await RawClient.connect(port: port)
+            try? await third.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try await third.untilClosed() == "")
+            try await first.send("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            let answers = responses(in: try await first.untilClosed())
+            #expect(answers.count == 2)
+            #expect(answers.last?.hasSuffix(Self.metricsText) == true)
+            await second.close()
+        }
+    }
+}
