@@ -22,8 +22,12 @@ private struct ServerFrames {
     }
 
     mutating func response(_ stream: UInt32, status: Int, body: String? = nil) {
+        response(stream, statusText: String(status), body: body)
+    }
+
+    mutating func response(_ stream: UInt32, statusText: String, body: String? = nil) {
         var block = ByteBuffer()
-        try! encoder.encode(headers: HPACKHeaders([(":status", String(status)), ("apns-id", UUID().uuidString)]), to: &block)
+        try! encoder.encode(headers: HPACKHeaders([(":status", statusText), ("apns-id", UUID().uuidString)]), to: &block)
         frame(HTTP2Wire.headers, flags: HTTP2Wire.endHeaders | (body == nil ? HTTP2Wire.endStream : 0), stream: stream, Array(block.readableBytesView))
         if let body { frame(HTTP2Wire.data, flags: HTTP2Wire.endStream, stream: stream, Array(body.utf8)) }
     }
@@ -201,6 +205,28 @@ struct HTTP2ClientSessionTests {
             Issue.record("\(client.events[2])")
         }
         #expect(client.session.openStreams == 0)
+    }
+
+    /// A `:status` that is not three digits from 100 to 599 is no status: the request counts as not answered.
+    @Test func aStatusOutsideRFC9110sFormIsNoStatus() throws {
+        let cases: [(String, Int?)] = [
+            ("200", 200), ("100", 100), ("599", 599), ("410", 410), ("+200", nil), ("0200", nil), ("2000", nil),
+            ("600", nil), ("099", nil), ("20", nil), ("-20", nil), (" 200", nil), ("2 0", nil), ("", nil), ("\u{0662}00", nil),
+        ]
+        for (text, expected) in cases {
+            var client = Client()
+            _ = try client.feed(.preface())
+            client.session.send(request(1), stream: 1, authority: nil, bearer: nil)
+            _ = client.session.takeOutput()
+            var server = ServerFrames()
+            server.response(1, statusText: text)
+            _ = try client.feed(server)
+            guard case .headers(1, let status, true)? = client.events.last else {
+                Issue.record("\(text): \(client.events)")
+                continue
+            }
+            #expect(status == expected, "\(text)")
+        }
     }
 
     /// Bodies larger than the connection's window: sent as far as it goes, the rest once the server opens it, in the

@@ -25,6 +25,22 @@ import Testing
         policy.decide(APNsResponse(status: status, reason: reason, timestampMilliseconds: timestamp), for: &d, now: now, nowMilliseconds: now * 1000)
     }
 
+    /// The response counter's labels: Apple's reasons as they are, any other reason as `other`, so the number of
+    /// counters stays bounded whatever the gateway sends; the delivery error keeps the reason as sent.
+    @Test func aReasonOutsideApplesListIsCountedAsOther() {
+        #expect(HTTP2Pool.ResponseKey(APNsResponse(status: 200)) == .init(status: 200, reason: nil))
+        #expect(HTTP2Pool.ResponseKey(APNsResponse(status: 400, reason: "BadDeviceToken")) == .init(status: 400, reason: "BadDeviceToken"))
+        for reason in ["BadDeviceToken ", "baddevicetoken", "request 81f3", String(repeating: "x", count: 4000), ""] {
+            #expect(HTTP2Pool.ResponseKey(APNsResponse(status: 400, reason: reason)) == .init(status: 400, reason: "other"))
+            var d = Self.delivery()
+            guard case .final(let outcome) = decide(400, reason, &d).0, case .failed(_, _, let detail) = outcome.result else {
+                Issue.record("\(reason.prefix(20)): not a final failure")
+                continue
+            }
+            #expect(detail == reason)
+        }
+    }
+
     @Test func finalAnswers() {
         var d = Self.delivery()
         #expect(decide(200, nil, &d).0 == .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .accepted, attempts: 1)))

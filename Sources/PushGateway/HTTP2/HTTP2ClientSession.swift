@@ -311,7 +311,16 @@ struct HTTP2ClientSession {
         try requireOpened(id, "HEADERS")
         guard streams[id] != nil else { return nil }
         if endStream { finish(id) }
-        return .headers(stream: id, status: headers.first(name: ":status").flatMap { Int($0) }, endStream: endStream)
+        return .headers(stream: id, status: headers.first(name: ":status").flatMap(Self.statusCode), endStream: endStream)
+    }
+
+    /// A `:status` as RFC 9110 section 15 allows it: three digits, 100 to 599. Anything else (`+200`, `0200`, `2000`,
+    /// `600`) is no status: the stream's request is retried as one the server did not answer.
+    static func statusCode(_ text: String) -> Int? {
+        let digits = Array(text.utf8)
+        guard digits.count == 3, digits.allSatisfy({ $0 &- UInt8(ascii: "0") < 10 }) else { return nil }
+        let value = digits.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
+        return (100...599).contains(value) ? value : nil
     }
 
     /// The server ended a stream: finished once this side's body is all sent; otherwise the rest is not sent and the

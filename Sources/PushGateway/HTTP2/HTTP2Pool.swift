@@ -67,10 +67,22 @@ final class HTTP2Pool: Sendable {
         }
     }
 
-    /// A response's status and reason: what its counter is labelled with.
-    private struct ResponseKey: Hashable {
+    /// A response's status and reason: what its counter is labelled with. A reason that is not one of Apple's is
+    /// counted as `other` (the delivery error still carries it as sent), so a gateway that varies its reasons cannot
+    /// make a counter, and a line of `/metrics`, per response.
+    struct ResponseKey: Hashable {
         var status: Int
         var reason: String?
+
+        init(status: Int, reason: String?) {
+            self.status = status
+            self.reason = reason
+        }
+
+        init(_ response: APNsResponse) {
+            status = response.status
+            reason = response.reason.map { APNsReason(rawValue: $0)?.rawValue ?? "other" }
+        }
     }
 
     init(
@@ -285,7 +297,7 @@ final class HTTP2Pool: Sendable {
                 if response.status == 200 && response.reason == nil {
                     plainSuccesses += 1  // most answers: counted apart, without a lookup each
                 } else {
-                    counts[ResponseKey(status: response.status, reason: response.reason), default: 0] += 1
+                    counts[ResponseKey(response), default: 0] += 1
                 }
                 if let r = effects.credentialsRefused { refused = r } else if response.status == 200 { successes += 1 }
                 if effects.renewToken, let tokens, let rejected = delivery.authorization {
