@@ -225,6 +225,7 @@ let package = Package(
             name: "PushWorkerTests",
             dependencies: ["PushWorker", "PushTestSupport", "PushKafka", "PushCore", "PushGateway", "PushSimulator",
                            .product(name: "Logging", package: "swift-log"),
+                           .product(name: "NIOEmbedded", package: "swift-nio"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: strict
         ),

@@ -45,15 +45,24 @@ public final class HTTPEndpoints: Sendable {
             }
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let pipeline = channel.pipeline.syncOperations
-                    try pipeline.addHandler(IdleStateHandler(allTimeout: idleTimeout))
-                    try pipeline.configureHTTPServerPipeline()
-                    try pipeline.addHandler(EndpointHandler(metrics: metrics, readiness: readiness))
+                    try Self.configureConnection(channel, metrics: metrics, readiness: readiness, idleTimeout: idleTimeout)
                 }
             }
             .bind(host: host, port: port).get()
         channel.withLock { $0 = server }
         return server.localAddress?.port ?? port
+    }
+
+    /// One connection's handlers: the idle timer, NIO's HTTP/1 server (which hands over one request at a time and
+    /// reads no more from the socket until its answer is written), and the endpoints.
+    static func configureConnection(
+        _ channel: any Channel, metrics: @escaping @Sendable () -> [UInt8], readiness: @escaping Readiness,
+        idleTimeout: TimeAmount
+    ) throws {
+        let pipeline = channel.pipeline.syncOperations
+        try pipeline.addHandler(IdleStateHandler(allTimeout: idleTimeout))
+        try pipeline.configureHTTPServerPipeline()
+        try pipeline.addHandler(EndpointHandler(metrics: metrics, readiness: readiness))
     }
 
     public func stop() async {
@@ -99,6 +108,10 @@ private final class EndpointHandler: ChannelInboundHandler {
     let metrics: @Sendable () -> [UInt8]
     let readiness: HTTPEndpoints.Readiness
     private var request: HTTPRequestHead?
+    /// A whole request whose answer waits until the client has read the previous ones (the channel is writable
+    /// again). Until it is written NIO's HTTP server hands over no other request and reads nothing more, so a client
+    /// that sends requests and reads no answers holds one answer here, not one per request.
+    private var waiting: HTTPRequestHead?
 
     init(metrics: @escaping @Sendable () -> [UInt8], readiness: @escaping HTTPEndpoints.Readiness) {
         self.metrics = metrics
@@ -112,8 +125,20 @@ private final class EndpointHandler: ChannelInboundHandler {
         case .end:
             guard let request else { return }
             self.request = nil
-            respond(to: request, context: context)
+            if context.channel.isWritable {
+                respond(to: request, context: context)
+            } else {
+                waiting = request
+            }
         }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, let waiting {
+            self.waiting = nil
+            respond(to: waiting, context: context)
+        }
+        context.fireChannelWritabilityChanged()
     }
 
     private func respond(to request: HTTPRequestHead, context: ChannelHandlerContext) {

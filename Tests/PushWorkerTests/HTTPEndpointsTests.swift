@@ -1,4 +1,5 @@
 import NIOCore
+import NIOEmbedded
 import NIOPosix
 import Synchronization
 import Testing
@@ -11,10 +12,11 @@ import Testing
 
     func withEndpoints(
         idleTimeout: TimeAmount = .seconds(60), maxConnections: Int = 64,
+        metrics: @escaping @Sendable () -> [UInt8] = { Array(Self.metricsText.utf8) },
         _ body: (Int) async throws -> Void
     ) async throws {
         let endpoints = HTTPEndpoints(
-            metrics: { Array(Self.metricsText.utf8) }, readiness: { (false, "no partitions assigned") },
+            metrics: metrics, readiness: { (false, "no partitions assigned") },
             idleTimeout: idleTimeout, maxConnections: maxConnections)
         let port = try await endpoints.start(host: "127.0.0.1", port: 0)
         do {
@@ -113,6 +115,57 @@ import Testing
             let text = try await client.untilClosed()
             #expect(text.hasPrefix("HTTP/1.1 405 Method Not Allowed\r\n"), "\(text)")
             #expect(text.lowercased().contains("allow: get, head\r\n"), "\(text)")
+        }
+    }
+
+    /// A client that sends requests and reads no answers: each answer waits until the ones before it are read (the
+    /// channel writable again), so the worker holds one answer per connection, not one per request it was sent.
+    @Test func anAnswerWaitsUntilTheClientHasReadTheOnesBefore() throws {
+        final class Calls: Sendable { let count = Atomic<Int>(0) }
+        /// Next to the socket: any answer written fills the client's buffers, as when it reads nothing.
+        final class ClientReadsNothing: ChannelOutboundHandler {
+            typealias OutboundIn = ByteBuffer
+            func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+                (context.channel as! EmbeddedChannel).isWritable = false
+                context.write(data, promise: promise)
+            }
+        }
+        let calls = Calls()
+        let channel = EmbeddedChannel()
+        try HTTPEndpoints.configureConnection(
+            channel, metrics: { calls.count.add(1, ordering: .relaxed); return Array(Self.metricsText.utf8) },
+            readiness: { (true, "ready") }, idleTimeout: .seconds(60))
+        try channel.pipeline.syncOperations.addHandler(ClientReadsNothing(), position: .first)
+        channel.isWritable = false
+        try channel.writeInbound(ByteBuffer(string: String(repeating: "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", count: 3)))
+        #expect(calls.count.load(ordering: .relaxed) == 0)
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
+        for answered in 1...3 {
+            channel.isWritable = true
+            channel.pipeline.fireChannelWritabilityChanged()
+            #expect(calls.count.load(ordering: .relaxed) == answered)
+            var written = ""
+            while let part = try channel.readOutbound(as: ByteBuffer.self) { written += String(buffer: part) }
+            #expect(responses(in: written).count == 1 && written.hasSuffix(Self.metricsText), "\(written)")
+        }
+        #expect(try channel.finish().isClean)
+    }
+
+    /// Answers larger than the socket's buffers to requests sent together: each waits for the one before to be
+    /// read, and all arrive.
+    @Test func largeAnswersToRequestsSentTogetherAllArrive() async throws {
+        let large = (0..<(4 << 20)).map { UInt8(ascii: "a") &+ UInt8(truncatingIfNeeded: $0 % 26) }
+        try await withEndpoints(metrics: { large }) { port in
+            let client = try await RawClient.connect(port: port)
+            try await client.send(
+                String(repeating: "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", count: 3)
+                    + "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            let answers = responses(in: try await client.untilClosed())
+            #expect(answers.count == 4)
+            let end = String(decoding: large.suffix(64), as: UTF8.self)
+            #expect(answers.prefix(3).allSatisfy { $0.hasPrefix("1 200 OK") && $0.hasSuffix(end) })
+            #expect(answers.prefix(3).map(\.utf8.count) == Array(repeating: answers[0].utf8.count, count: 3))
+            #expect(answers.last?.hasSuffix("\r\n\r\nok\n") == true)
         }
     }
 
