@@ -207,6 +207,42 @@ struct HTTP2ClientSessionTests {
         #expect(client.session.openStreams == 0)
     }
 
+    /// A server that sends PINGs and SETTINGS and reads none of the answers (this side's writes do not drain): past
+    /// the limit the connection ends with ENHANCE_YOUR_CALM. While writes drain any number is answered, and the count
+    /// starts again each time they drain.
+    @Test func aServerSendingControlFramesWhileItReadsNothingEndsTheConnection() throws {
+        let limit = HTTP2ClientSession.maxAcknowledgementsWhileBlocked
+        func flood(_ count: Int) -> ServerFrames {
+            var frames = ServerFrames()
+            for i in 0..<count {
+                if i % 2 == 0 {
+                    frames.frame(HTTP2Wire.ping, stream: 0, Array(repeating: UInt8(truncatingIfNeeded: i), count: 8))
+                } else {
+                    frames.frame(HTTP2Wire.settings, stream: 0)
+                }
+            }
+            return frames
+        }
+        var draining = Client()
+        _ = try draining.feed(.preface())
+        let answers = try draining.feed(flood(limit + 1))
+        #expect(answers.count == limit + 1 && answers.allSatisfy { $0.flags == HTTP2Wire.ack })
+
+        var blocked = Client()
+        _ = try blocked.feed(.preface())
+        blocked.session.writable = false
+        _ = try blocked.feed(flood(limit))
+        #expect(blocked.failure(flood(1)) == .enhanceYourCalm)
+
+        var drainedBetween = Client()
+        _ = try drainedBetween.feed(.preface())
+        drainedBetween.session.writable = false
+        _ = try drainedBetween.feed(flood(limit))
+        drainedBetween.session.writable = true
+        drainedBetween.session.writable = false
+        #expect(try drainedBetween.feed(flood(limit)).count == limit)
+    }
+
     /// A `:status` that is not three digits from 100 to 599 is no status: the request counts as not answered.
     @Test func aStatusOutsideRFC9110sFormIsNoStatus() throws {
         let cases: [(String, Int?)] = [

@@ -292,6 +292,11 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
         closeIfFinished()
     }
 
+    public func channelWritabilityChanged(context: ChannelHandlerContext) {
+        session.writable = context.channel.isWritable
+        context.fireChannelWritabilityChanged()
+    }
+
     public func channelReadComplete(context: ChannelHandlerContext) {
         if streamsFreed || !answers.isEmpty { streamsFinished() }
         if !failed { session.topUpReceiveWindow() }

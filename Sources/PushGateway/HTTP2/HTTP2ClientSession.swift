@@ -11,7 +11,7 @@ import PushCore
 struct HTTP2ClientSession {
     /// What a read produced.
     enum Event {
-        /// A HEADERS block on a stream this side opened: the response's `:status` (nil when absent or not a number).
+        /// A HEADERS block on a stream this side opened: the response's `:status` (nil when absent or not one RFC 9110 allows).
         case headers(stream: UInt32, status: Int?, endStream: Bool)
         case data(stream: UInt32, ByteBuffer, endStream: Bool)
         /// The server reset a stream (RST_STREAM and its error code).
@@ -26,6 +26,16 @@ struct HTTP2ClientSession {
 
     /// Bytes to write, in order.
     private(set) var output: ByteBuffer
+    /// Whether what this side writes drains (the channel is writable); the connection sets it as that changes.
+    var writable = true {
+        didSet { if writable { acknowledgementsWhileBlocked = 0 } }
+    }
+    /// PING and SETTINGS acknowledgements owed since writes stopped draining.
+    private var acknowledgementsWhileBlocked = 0
+    /// How many acknowledgements may wait while the server reads nothing of what it is sent (swift-nio-http2's
+    /// `maximumBufferedControlFrames`): a server that goes on sending PINGs or SETTINGS beyond it would make this side
+    /// hold ever more answers, so the connection ends with ENHANCE_YOUR_CALM and its requests go again elsewhere.
+    static let maxAcknowledgementsWhileBlocked = 10_000
     private var encoder = RequestHeaderEncoder()
     private var decoder: HPACKDecoder
     private var phase = Phase.firstSettings
@@ -260,12 +270,14 @@ struct HTTP2ClientSession {
                 }
             }
             HTTP2Wire.writeFrameHeader(length: 0, type: HTTP2Wire.settings, flags: HTTP2Wire.ack, stream: 0, to: &output)
+            try acknowledged()
             sendBlocked()
             return .settings(maxConcurrentStreams: limit)
         case HTTP2Wire.pushPromise:
             throw ConnectionError(code: .protocolError, detail: "PUSH_PROMISE with push disabled")
         case HTTP2Wire.ping:
             try HTTP2Wire.answerPing(flags: flags, stream: id, payload: payload, to: &output)
+            if flags & HTTP2Wire.ack == 0 { try acknowledged() }
         case HTTP2Wire.goAway:
             // Streams above its last id were not processed and will not be: nothing more is sent on them.
             let last = try HTTP2Wire.goAwayLastStream(stream: id, payload: payload)
@@ -291,6 +303,17 @@ struct HTTP2ClientSession {
 
     private func requireStream(_ id: UInt32, _ name: String) throws(ConnectionError) {
         guard id != 0 else { throw ConnectionError(code: .protocolError, detail: "\(name) on stream 0") }
+    }
+
+    /// Counts an acknowledgement written while writes do not drain.
+    private mutating func acknowledged() throws(ConnectionError) {
+        guard !writable else { return }
+        acknowledgementsWhileBlocked += 1
+        guard acknowledgementsWhileBlocked <= Self.maxAcknowledgementsWhileBlocked else {
+            throw ConnectionError(
+                code: .enhanceYourCalm,
+                detail: "more than \(Self.maxAcknowledgementsWhileBlocked) PINGs and SETTINGS while the server read none of their answers")
+        }
     }
 
     /// A stream the server names must be one this side opened (a server opens none: push is disabled).
