@@ -8,9 +8,10 @@ import Synchronization
 /// partitions are assigned and every app has a usable connection or is backing off for a known reason).
 ///
 /// They answer `GET` and `HEAD`, keep a connection open between requests unless the client asks to close it (HTTP/1.0
-/// without keep-alive, `Connection: close`), close a connection idle for `idleTimeout`, and close at once any
-/// connection beyond `maxConnections`, so that clients which never let go cannot take the file descriptors the
-/// worker needs for Kafka and the gateway.
+/// without keep-alive, `Connection: close`), answer requests sent together one at a time, each once the client has
+/// read the one before, close a connection idle for `idleTimeout`, and close at once any connection beyond
+/// `maxConnections`: a client that sends without reading holds one answer in memory, and clients that never let go
+/// cannot take the file descriptors the worker needs for Kafka and the gateway.
 public final class HTTPEndpoints: Sendable {
     public typealias Readiness = @Sendable () -> (ready: Bool, detail: String)
 
@@ -142,9 +143,9 @@ private final class EndpointHandler: ChannelInboundHandler {
     }
 
     private func respond(to request: HTTPRequestHead, context: ChannelHandlerContext) {
-        let (status, body) = answer(to: request)
+        let (status, type, body) = answer(to: request)
         var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: status == .ok && path(of: request) == "/metrics" ? "text/plain; version=0.0.4" : "text/plain")
+        headers.add(name: "Content-Type", value: type)
         headers.add(name: "Content-Length", value: String(body.count))
         if status == .methodNotAllowed { headers.add(name: "Allow", value: "GET, HEAD") }
         let keepAlive = request.isKeepAlive
@@ -161,19 +162,18 @@ private final class EndpointHandler: ChannelInboundHandler {
         }
     }
 
-    private func path(of request: HTTPRequestHead) -> Substring { request.uri.split(separator: "?").first ?? "" }
-
-    private func answer(to request: HTTPRequestHead) -> (HTTPResponseStatus, [UInt8]) {
+    /// The status, content type and body that answer `request`.
+    private func answer(to request: HTTPRequestHead) -> (HTTPResponseStatus, String, [UInt8]) {
         guard request.method == .GET || request.method == .HEAD else {
-            return (.methodNotAllowed, Array("only GET and HEAD\n".utf8))
+            return (.methodNotAllowed, "text/plain", Array("only GET and HEAD\n".utf8))
         }
-        switch path(of: request) {
-        case "/metrics": return (.ok, metrics())
-        case "/healthz": return (.ok, Array("ok\n".utf8))
+        switch request.uri.split(separator: "?").first ?? "" {
+        case "/metrics": return (.ok, "text/plain; version=0.0.4", metrics())
+        case "/healthz": return (.ok, "text/plain", Array("ok\n".utf8))
         case "/readyz":
             let r = readiness()
-            return (r.ready ? .ok : .serviceUnavailable, Array((r.detail + "\n").utf8))
-        default: return (.notFound, Array("not found\n".utf8))
+            return (r.ready ? .ok : .serviceUnavailable, "text/plain", Array((r.detail + "\n").utf8))
+        default: return (.notFound, "text/plain", Array("not found\n".utf8))
         }
     }
 

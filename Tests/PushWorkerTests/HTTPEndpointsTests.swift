@@ -74,6 +74,7 @@ import Testing
             #expect(text.hasPrefix("HTTP/1.1 200 OK\r\n") || text.hasPrefix("HTTP/1.0 200 OK\r\n"), "\(text)")
             #expect(text.hasSuffix("\r\n\r\n" + Self.metricsText), "\(text)")
             #expect(text.lowercased().contains("connection: close"), "\(text)")
+            #expect(text.lowercased().contains("content-type: text/plain; version=0.0.4\r\n"), "\(text)")
         }
     }
 
@@ -87,6 +88,7 @@ import Testing
             #expect(answers.count == 3)
             guard answers.count == 3 else { return }
             #expect(answers[0].hasPrefix("1 200 OK") && answers[0].hasSuffix("\r\n\r\nok\n"))
+            #expect(answers[0].lowercased().contains("content-type: text/plain\r\n"))
             #expect(answers[1].hasPrefix("1 503 Service Unavailable") && answers[1].hasSuffix("\r\n\r\nno partitions assigned\n"))
             #expect(answers[2].hasPrefix("1 200 OK") && answers[2].hasSuffix("\r\n\r\n" + Self.metricsText))
             #expect(answers[2].lowercased().contains("connection: close"))
