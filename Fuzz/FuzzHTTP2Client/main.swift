@@ -1,9 +1,11 @@
 // libFuzzer target: the worker's HTTP/2 client session (what a server, or anything on the path, can send to the
 // worker), on arbitrary bytes after the session opened streams 1, 3, 5 and 7 with requests of 5,000-byte bodies.
-// The first byte of the input picks how the rest is cut into reads.
+// The first byte of the input picks how the rest is cut into reads, and with its high bit set the session reads as
+// while its writes do not drain (acknowledgements counted against their limit).
 //
 // Whatever comes in, the session must not trap, and:
 // - its output is always whole frames, and a connection error leaves GOAWAY as the last of them;
+// - a response's status is one RFC 9110 allows (100 to 599) or none;
 // - what it hands out names only streams it opened, and a stream that has ended (END_STREAM or RST_STREAM) is
 //   never named again; a cancelled stream is never named.
 import FuzzSupport
@@ -36,6 +38,7 @@ runFuzzer { bytes in
     let step = Int(first % 16) + 1
     let input = Array(bytes.dropFirst())
     var session = HTTP2ClientSession()
+    session.writable = first & 0x80 == 0
     for id: UInt32 in [1, 3, 5, 7] { session.send(request, stream: id, authority: "api.push.apple.com", bearer: "bearer t") }
     session.cancel(7)
     _ = checkFrames(session.takeOutput())
@@ -58,7 +61,9 @@ runFuzzer { bytes in
             let stream: UInt32
             var ends = false
             switch event {
-            case .headers(let id, _, let endStream): (stream, ends) = (id, endStream)
+            case .headers(let id, let status, let endStream):
+                precondition(status.map { (100...599).contains($0) } ?? true, "a status outside 100-599")
+                (stream, ends) = (id, endStream)
             case .data(let id, _, let endStream): (stream, ends) = (id, endStream)
             case .reset(let id, _): (stream, ends) = (id, true)
             case .settings, .goAway: continue
