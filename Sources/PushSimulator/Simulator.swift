@@ -217,6 +217,8 @@ public final class GatewaySimulator: Service, Sendable {
         let context = APIServerContext(
             check: apiCheck, configuration: configuration, state: state, recorder: recorder, logger: logger)
         let pipeline = channel.pipeline.syncOperations
+        // No reads while the client leaves the answers unread (APIConnection stops reading frames then, too).
+        try pipeline.addHandler(BackPressureHandler())
         try pipeline.addHandler(NIOSSLServerHandler(context: apiTLSContext))
         try pipeline.addHandler(ApplicationProtocolNegotiationHandler { result, channel in
             guard case .negotiated("h2") = result else {

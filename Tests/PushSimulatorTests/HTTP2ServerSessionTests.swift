@@ -1,4 +1,6 @@
+import Logging
 import NIOCore
+import NIOEmbedded
 import NIOHPACK
 import Testing
 @testable import PushSimulator
@@ -458,5 +460,37 @@ struct HTTP2ServerSessionTests {
         var session = Session(streamLimit: 1)
         #expect(resets(try session.feed(client)) == [5: ErrorCode.refusedStream.rawValue])
         #expect(session.session.openStreams == 2)
+    }
+}
+
+/// The API's connection handler (as behind TLS) on an EmbeddedChannel, with a client that sends requests and leaves
+/// the answers unread.
+@Suite struct APIConnectionBackPressureTests {
+    @Test func framesWaitWhileTheClientLeavesTheAnswersUnread() throws {
+        let configuration = SimulatorConfiguration(certificatePath: "", privateKeyPath: "", caPath: "")
+        let context = APIServerContext(
+            check: APIRequestCheck(verifier: nil, invalidTokens: [], unregistered: [:]), configuration: configuration,
+            state: SimulatorState(configuration: configuration), recorder: try Recorder(path: nil, keepInMemory: false),
+            logger: Logger(label: "test"))
+        let channel = EmbeddedChannel(handler: APIConnection(number: 1, authentication: .certificate(app: "t"), context: context))
+        func written() throws -> [ServerFrame] {
+            var frames: [ServerFrame] = []
+            while let output = try channel.readOutbound(as: ByteBuffer.self) { frames += ServerFrame.all(in: output) }
+            return frames
+        }
+        #expect(try written().first?.type == 0x4, "the server's preface")
+        var client = ClientFrames.opened()
+        for stream: UInt32 in [1, 3, 5] {
+            client.headers(stream)
+            client.data(stream)
+        }
+        channel.isWritable = false
+        try channel.writeInbound(client.bytes)
+        #expect(try written().isEmpty, "nothing read, nothing answered while the answers before are unread")
+        channel.isWritable = true
+        channel.pipeline.fireChannelWritabilityChanged()
+        let frames = try written()
+        #expect(frames.filter { $0.type == 0x1 }.map(\.stream) == [1, 3, 5], "\(frames.map { ($0.type, $0.stream) })")
+        _ = try channel.finish(acceptAlreadyClosed: true)
     }
 }

@@ -74,8 +74,24 @@ final class APIConnection: ChannelInboundHandler {
         } else {
             inbound.writeBuffer(&buffer)
         }
+        readFrames(context: context)
+    }
+
+    /// The client reads the answers again: the frames left unread go on, answered as after a read.
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, !failed, inbound.readableBytes > 0 {
+            readFrames(context: context)
+            answerRead(context: context)
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    /// Reads the whole frames that have arrived, while what this side writes drains. A client that sends requests
+    /// and reads no answers is not read further (NIO's `BackPressureHandler` in front holds the socket's reads as
+    /// well), so the answers waiting for it are those of what was already read, not one per request it sent.
+    private func readFrames(context: ChannelHandlerContext) {
         do {
-            while let event = try session.next(from: &inbound) {
+            while context.channel.isWritable, let event = try session.next(from: &inbound) {
                 switch event {
                 case .request(let stream, let headers, let body):
                     received(headers: headers, body: body, id: stream, context: context)
@@ -120,6 +136,13 @@ final class APIConnection: ChannelInboundHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
+        answerRead(context: context)
+        context.fireChannelReadComplete()
+    }
+
+    /// After a read: the receive window topped up, and the read's answers written (or scheduled with
+    /// `--response-delay-ms`).
+    private func answerRead(context: ChannelHandlerContext) {
         if !failed { session.topUpReceiveWindow() }
         if !delayed.isEmpty {
             let batch = delayed
@@ -131,7 +154,6 @@ final class APIConnection: ChannelInboundHandler {
             }
         }
         answersWritten(context: context)
-        context.fireChannelReadComplete()
     }
 
     /// After a read's answers (or a delayed batch of them): the 200s into the summary, one write and flush.
