@@ -11,7 +11,9 @@ import Synchronization
 /// without keep-alive, `Connection: close`), answer requests sent together one at a time, each once the client has
 /// read the one before, close a connection idle for `idleTimeout`, and close at once any connection beyond
 /// `maxConnections`: a client that sends without reading holds one answer in memory, and clients that never let go
-/// cannot take the file descriptors the worker needs for Kafka and the gateway.
+/// cannot take the file descriptors the worker needs for Kafka and the gateway. The idle time (90 s) is longer than
+/// the usual scrape intervals, so that a scraper polling once a minute keeps its connection rather than meeting its
+/// close.
 public final class HTTPEndpoints: Sendable {
     public typealias Readiness = @Sendable () -> (ready: Bool, detail: String)
 
@@ -23,7 +25,7 @@ public final class HTTPEndpoints: Sendable {
 
     public init(
         metrics: @escaping @Sendable () -> [UInt8], readiness: @escaping Readiness,
-        idleTimeout: TimeAmount = .seconds(60), maxConnections: Int = 64
+        idleTimeout: TimeAmount = .seconds(90), maxConnections: Int = 64
     ) {
         self.metrics = metrics
         self.readiness = readiness
