@@ -339,10 +339,15 @@ struct HTTP2ClientSession {
 
     /// A `:status` as RFC 9110 section 15 allows it: three digits, 100 to 599. Anything else (`+200`, `0200`, `2000`,
     /// `600`) is no status: the stream's request is retried as one the server did not answer.
+    /// Read from the string's own UTF-8, with no array made per response.
     static func statusCode(_ text: String) -> Int? {
-        let digits = Array(text.utf8)
-        guard digits.count == 3, digits.allSatisfy({ $0 &- UInt8(ascii: "0") < 10 }) else { return nil }
-        let value = digits.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
+        guard text.utf8.count == 3 else { return nil }
+        var value = 0
+        for byte in text.utf8 {
+            let digit = byte &- UInt8(ascii: "0")
+            guard digit < 10 else { return nil }
+            value = value * 10 + Int(digit)
+        }
         return (100...599).contains(value) ? value : nil
     }
 
