@@ -2,8 +2,9 @@ import DequeModule
 import Synchronization
 
 /// Bounds what the engine holds: `submit` takes permits (waiting, in order, while there are too few) and every
-/// settled delivery gives one back. Nothing is dropped and nothing grows without bound.
-final class CapacityGate: Sendable {
+/// settled delivery gives one back. Nothing is dropped and nothing grows without bound. The feedback poller bounds
+/// the spool's unacknowledged records with one too.
+public final class CapacityGate: Sendable {
     private struct State {
         var available: Int
         var waiters = Deque<(count: Int, continuation: CheckedContinuation<Void, any Error>, id: UInt64)>()
@@ -11,16 +12,16 @@ final class CapacityGate: Sendable {
         var peakHeld = 0
     }
 
-    let capacity: Int
+    public let capacity: Int
     private let state: Mutex<State>
 
-    init(capacity: Int) {
+    public init(capacity: Int) {
         self.capacity = capacity
         state = Mutex(State(available: capacity))
     }
 
     /// Waits until `count` permits are free and takes them. A request larger than the capacity takes all of it.
-    func acquire(_ count: Int) async throws {
+    public func acquire(_ count: Int) async throws {
         let count = min(count, capacity)
         let id = state.withLock { s -> UInt64 in
             s.nextID += 1
@@ -64,7 +65,7 @@ final class CapacityGate: Sendable {
     }
 
     /// Gives permits back and wakes the waiters that now fit, in order.
-    func release(_ count: Int) {
+    public func release(_ count: Int) {
         guard count > 0 else { return }
         let ready = state.withLock { s -> [CheckedContinuation<Void, any Error>] in
             s.available += count
@@ -79,7 +80,8 @@ final class CapacityGate: Sendable {
         for continuation in ready { continuation.resume() }
     }
 
-    var held: Int { state.withLock { capacity - $0.available } }
-    var peakHeld: Int { state.withLock { $0.peakHeld } }
+    public var held: Int { state.withLock { capacity - $0.available } }
+    /// The most permits held at once so far.
+    public var peakHeld: Int { state.withLock { $0.peakHeld } }
     var waiting: Int { state.withLock { $0.waiters.count } }
 }

@@ -2,10 +2,19 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import PushCore
+import Synchronization
 
-/// What one visit to the feedback service returned.
-public struct FeedbackReport: Sendable {
+/// What one visit to the feedback service returned, read whole.
+public struct FeedbackList: Sendable {
     public var tuples: [FeedbackTuple]
+    /// Garbage or a partial trailing tuple, reported rather than fatal: the tuples before it stand.
+    public var problem: String?
+}
+
+/// How one visit to the feedback service went, its tuples handed on as they arrived.
+public struct FeedbackReport: Sendable {
+    /// Tuples handed to the visit's `onTuples`.
+    public var count: Int
     /// Garbage or a partial trailing tuple, reported rather than fatal: the tuples before it stand.
     public var problem: String?
 }
@@ -23,13 +32,18 @@ public struct FeedbackClient: Sendable {
         self.group = group
     }
 
-    /// Reads the whole list. Tuples are lost if the read ends badly: use ``fetch(onTuples:)`` to keep them.
-    public func fetch() async throws -> FeedbackReport {
-        try await fetch { _ in }
+    /// Reads the whole list into memory. Tuples are lost if the read ends badly, and a long list takes its size in
+    /// memory: use ``fetch(onTuples:)`` to keep them and to hold only a few reads' worth.
+    public func fetch() async throws -> FeedbackList {
+        let collected = Mutex<[FeedbackTuple]>([])
+        let report = try await fetch { tuples in collected.withLock { $0 += tuples } }
+        return FeedbackList(tuples: collected.withLock { $0 }, problem: report.problem)
     }
 
-    /// Reads the list, handing each read's tuples to `onTuples` as they arrive (before the next read), so that a
-    /// timeout, an I/O error or a cancellation mid-stream loses none that arrived. The report holds every tuple too.
+    /// Reads the list, handing each read's tuples to `onTuples` as they arrive, so that a timeout, an I/O error or a
+    /// cancellation mid-stream loses none that arrived. Reading waits for `onTuples` to return, so however long the
+    /// list, the visit holds one read's tuples and the few reads the channel buffers (the service waits meanwhile:
+    /// TCP's window).
     public func fetch(onTuples: @escaping @Sendable ([FeedbackTuple]) async throws -> Void) async throws -> FeedbackReport {
         let host = endpoint.feedbackHost
         let serverName = (try? SocketAddress(ipAddress: host, port: 0)) == nil ? host : nil
@@ -47,18 +61,22 @@ public struct FeedbackClient: Sendable {
             try await withThrowingTaskGroup(of: FeedbackReport?.self) { group in
                 group.addTask {
                     var buffer = ByteBuffer()
-                    var report = FeedbackReport(tuples: [], problem: nil)
+                    var report = FeedbackReport(count: 0, problem: nil)
+                    var tuples: [FeedbackTuple] = []
                     do {
                         for try await var chunk in inbound {
                             buffer.writeBuffer(&chunk)
-                            let before = report.tuples.count
                             var problem: WireDecodingError?
                             do throws(WireDecodingError) {
-                                try FeedbackClient.drain(&buffer, into: &report)
+                                try FeedbackClient.drain(&buffer, into: &tuples)
                             } catch {
                                 problem = error
                             }
-                            if report.tuples.count > before { try await onTuples(Array(report.tuples[before...])) }
+                            if !tuples.isEmpty {
+                                try await onTuples(tuples)
+                                report.count += tuples.count
+                                tuples.removeAll(keepingCapacity: true)
+                            }
                             if let problem { throw problem }
                         }
                     } catch let error as WireDecodingError {
@@ -84,8 +102,8 @@ public struct FeedbackClient: Sendable {
         }
     }
 
-    private static func drain(_ buffer: inout ByteBuffer, into report: inout FeedbackReport) throws(WireDecodingError) {
-        while let tuple = try FeedbackTuple.decode(from: &buffer) { report.tuples.append(tuple) }
+    private static func drain(_ buffer: inout ByteBuffer, into tuples: inout [FeedbackTuple]) throws(WireDecodingError) {
+        while let tuple = try FeedbackTuple.decode(from: &buffer) { tuples.append(tuple) }
         buffer.discardReadBytes()
     }
 }

@@ -122,7 +122,6 @@ public enum Demo {
             #"{"id":"gone-device-again","app":"\#(app)","token":"\#(rejectedToken)","payload":{"aps":{"alert":"Anyone there now?"}}}"#,
             #"{"id":"news-gone-again","app":"\#(http2App)","token":"\#(unregisteredToken)","payload":{"aps":{"alert":"And now?"}}}"#,
         ]
-        let outputsAcknowledged = Atomic<Int>(0)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await producer.run() }
             group.addTask { try await suppressionReader.run() }
@@ -167,14 +166,17 @@ public enum Demo {
 
             // Feedback: read the service once and produce one event per tuple.
             let feedback = try await FeedbackClient(endpoint: endpoint).fetch()
+            // Each acknowledgement gives a permit back; taking them all again waits for the last one.
+            let acknowledgements = CapacityGate(capacity: max(1, feedback.tuples.count))
+            try await acknowledgements.acquire(feedback.tuples.count)
             for tuple in feedback.tuples {
                 let event = FeedbackEvent(app: app, environment: .production, token: tuple.token, timestamp: tuple.timestamp,
                                           receivedAt: Int64(Date().timeIntervalSince1970 * 1000))
                 producer.produce(topic: feedbackTopic, key: Array(event.messageKey.utf8), value: event.json()) {
-                    outputsAcknowledged.add(1, ordering: .relaxed)
+                    acknowledgements.release(1)
                 }
             }
-            while outputsAcknowledged.load(ordering: .relaxed) < feedback.tuples.count { await Task.yield() }
+            try await acknowledgements.acquire(feedback.tuples.count)
             say("feedback service: \(feedback.tuples.count) tuples → '\(feedbackTopic)'")
 
             let unsettled = await pipeline.stop()

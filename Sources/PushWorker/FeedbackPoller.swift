@@ -29,13 +29,18 @@ public final class FeedbackPoller: Sendable {
     private let tuplesProduced = Atomic<Int>(0)
     private let polls = Atomic<Int>(0)
     private let tuplesCounter = Counter(label: "pushworker_feedback_tuples_total")
+    /// Bounds a spool file's records queued and not yet acknowledged.
+    private let spoolGate: CapacityGate
 
-    /// `readTimeout` bounds one visit to a feedback service; `isPoller` says whether this member polls now.
+    /// `readTimeout` bounds one visit to a feedback service; `isPoller` says whether this member polls now;
+    /// `spoolWindow` bounds the spool's records queued for the producer and not yet acknowledged.
     public init(
         endpoints: [AppEndpoint], topic: String, spoolDirectory: String, interval: Duration,
         readTimeout: Duration = .seconds(60), producer: KafkaProducer, logger: Logger,
-        isPoller: @escaping @Sendable () -> Bool = { true }, suppression: (topic: String, list: SuppressionList)? = nil
+        isPoller: @escaping @Sendable () -> Bool = { true }, suppression: (topic: String, list: SuppressionList)? = nil,
+        spoolWindow: Int = 10_000
     ) {
+        self.spoolGate = CapacityGate(capacity: max(2, spoolWindow))
         self.suppression = suppression
         self.endpoints = endpoints
         self.topic = topic
@@ -51,6 +56,8 @@ public final class FeedbackPoller: Sendable {
     public var produced: Int { tuplesProduced.load(ordering: .relaxed) }
     /// Visits to feedback services so far (every app's, successful or not).
     public var pollCount: Int { polls.load(ordering: .relaxed) }
+    /// The most spool records queued and not yet acknowledged at once so far (at most `spoolWindow`).
+    public var peakSpoolUnacknowledged: Int { spoolGate.peakHeld }
 
     /// How often a member that does not poll checks whether it has become the poller.
     static let pollerCheck: Duration = .seconds(1)
@@ -126,45 +133,169 @@ public final class FeedbackPoller: Sendable {
         await produce(file: name)
     }
 
-    /// Produces a spool file's events; removes the file once every one is acknowledged. A last line without its
-    /// newline (a write cut short by a crash) is left out.
+    /// Produces a spool file's events; removes the file once every one is acknowledged. The file is read a block at
+    /// a time and at most `spoolWindow` records are unacknowledged at once, so a long file (a big list, or one
+    /// spooled while the broker was away) takes a block's memory, not its size. A last line without its newline (a
+    /// write cut short by a crash) is left out. Cancelled or failing part-way, the file stays for the next start,
+    /// which produces it again from the beginning.
     private func produce(file: String) async {
-        // Read (and an empty file removed) on NIO's thread pool.
-        let read = try? await NIOThreadPool.singleton.runIfActive { () -> (lines: [Data], partial: Bool)? in
-            guard let data = FileManager.default.contents(atPath: file) else { return nil }
-            var lines = data.split(separator: 0x0A, omittingEmptySubsequences: false)
-            let partial = data.last.map { $0 != 0x0A } ?? false
-            if partial { lines.removeLast() }
-            lines.removeAll { $0.isEmpty }
-            if lines.isEmpty { try? FileManager.default.removeItem(atPath: file) }
-            return (lines, partial)
-        }
-        guard let (lines, partial) = read else { return }
-        if partial { logger.warning("feedback spool ends in a partial line; left out", metadata: ["file": "\(file)"]) }
-        guard !lines.isEmpty else { return }
-        // With suppression, each tuple's record too: the file goes once both are acknowledged.
-        let records: [SuppressionRecord?] = lines.map { line in
-            guard suppression != nil, let json = try? JSONValue(parsing: Array(line)), let event = try? FeedbackEvent(validating: json) else { return nil }
-            return SuppressionRecord(
-                app: event.app, environment: event.environment, token: event.token, invalidatedAt: Int64(event.timestamp), reason: .feedback)
-        }
-        let remaining = Countdown(lines.count + records.count { $0 != nil })
-        for line in lines {
-            let bytes = Array(line)
-            let key = (try? JSONValue(parsing: bytes))?["token"]?.stringValue.map { Array($0.utf8) }
-            producer.produce(topic: topic, key: key, value: bytes) { [self] in
-                tuplesProduced.add(1, ordering: .relaxed)
-                if remaining.tick() { try? FileManager.default.removeItem(atPath: file) }
+        guard let reader = try? await SpoolReader(path: file) else { return }
+        // The reading holds one count until it reaches the end; every record queued adds one.
+        let remaining = Countdown(1)
+        let remove: @Sendable () -> Void = { try? FileManager.default.removeItem(atPath: file) }
+        var lines = LineSplitter(maxLine: Self.maxSpoolLine)
+        var atEnd = false
+        reading: while !Task.isCancelled {
+            let block: [UInt8]
+            do {
+                block = try await reader.read(upTo: Self.spoolBlock)
+            } catch {
+                logger.error("cannot read the feedback spool", metadata: ["file": "\(file)", "error": "\(error)"])
+                break
+            }
+            if block.isEmpty {
+                atEnd = true
+                break
+            }
+            let complete = lines.split(block)
+            let groupSize = max(1, spoolGate.capacity / recordsPerLine)
+            for start in stride(from: 0, to: complete.count, by: groupSize) {
+                let messages = complete[start..<min(start + groupSize, complete.count)].map(spoolMessages)
+                let count = messages.reduce(0) { $0 + ($1.suppression == nil ? 1 : 2) }
+                do {
+                    try await spoolGate.acquire(count)
+                } catch {
+                    break reading
+                }
+                remaining.add(count)
+                if let suppression { suppression.list.apply(messages.compactMap { $0.suppression.map { .suppress($0) } }) }
+                for message in messages {
+                    producer.produce(topic: topic, key: message.key, value: message.value) { [self] in
+                        tuplesProduced.add(1, ordering: .relaxed)
+                        spoolGate.release(1)
+                        if remaining.tick() { remove() }
+                    }
+                    guard let suppression, let record = message.suppression else { continue }
+                    producer.produce(topic: suppression.topic, key: record.key, value: record.json()) { [self] in
+                        spoolGate.release(1)
+                        if remaining.tick() { remove() }
+                    }
+                }
             }
         }
-        guard let suppression else { return }
-        let entries = records.compactMap { $0 }
-        suppression.list.apply(entries.map { .suppress($0) })
-        for record in entries {
-            producer.produce(topic: suppression.topic, key: record.key, value: record.json()) {
-                if remaining.tick() { try? FileManager.default.removeItem(atPath: file) }
+        await reader.close()
+        if lines.dropped > 0 {
+            logger.warning("feedback spool has lines too long to be feedback events; left out", metadata: ["file": "\(file)", "lines": "\(lines.dropped)"])
+        }
+        guard atEnd else { return }
+        if lines.partial { logger.warning("feedback spool ends in a partial line; left out", metadata: ["file": "\(file)"]) }
+        if remaining.tick() { remove() }
+    }
+
+    /// A spool line's feedback record and, with suppression, its token's suppression record. A line that is not a
+    /// feedback event (only a damaged file has one) is produced as it is, without a key or a suppression.
+    private func spoolMessages(_ line: [UInt8]) -> (key: [UInt8]?, value: [UInt8], suppression: SuppressionRecord?) {
+        guard let json = try? JSONValue(parsing: line) else { return (nil, line, nil) }
+        let key = json["token"]?.stringValue.map { Array($0.utf8) }
+        guard suppression != nil, let event = try? FeedbackEvent(validating: json) else { return (key, line, nil) }
+        let record = SuppressionRecord(
+            app: event.app, environment: event.environment, token: event.token, invalidatedAt: Int64(event.timestamp), reason: .feedback)
+        return (key, line, record)
+    }
+
+    /// Records per spool line: its feedback event, and its suppression record when tuples suppress their tokens.
+    private var recordsPerLine: Int { suppression == nil ? 1 : 2 }
+    /// How much of a spool file is read at once.
+    static let spoolBlock = 1 << 20
+    /// A spool line longer than this is not one the poller wrote (its events are a few hundred bytes).
+    static let maxSpoolLine = 1 << 16
+}
+
+/// Splits a byte stream into its newline-ended lines across reads: what follows the last newline waits for the next
+/// read. Empty lines are skipped; a line longer than `maxLine` is dropped whole and counted, so bytes without a
+/// newline cannot grow what waits. Pure.
+struct LineSplitter {
+    let maxLine: Int
+    /// The start of a line whose newline has not come yet.
+    private var pending: [UInt8] = []
+    /// The line being read is over `maxLine`: its bytes are skipped up to its newline.
+    private var overlong = false
+    /// Lines dropped for their length.
+    private(set) var dropped = 0
+
+    init(maxLine: Int) { self.maxLine = maxLine }
+
+    /// The lines that `block` completes, in order.
+    mutating func split(_ block: [UInt8]) -> [[UInt8]] {
+        var lines: [[UInt8]] = []
+        var start = block.startIndex
+        while let newline = block[start...].firstIndex(of: 0x0A) {
+            if overlong {
+                overlong = false
+                dropped += 1
+            } else if pending.count + (newline - start) > maxLine {
+                dropped += 1
+            } else if !pending.isEmpty {
+                lines.append(pending + block[start..<newline])
+            } else if newline > start {
+                lines.append(Array(block[start..<newline]))
+            }
+            pending.removeAll()
+            start = newline + 1
+        }
+        if !overlong {
+            pending += block[start...]
+            if pending.count > maxLine {
+                overlong = true
+                pending = []
             }
         }
+        return lines
+    }
+
+    /// At the end of the stream: bytes after the last newline, a line cut short.
+    var partial: Bool { overlong || !pending.isEmpty }
+}
+
+/// A spool file open for reading a block at a time, on NIO's thread pool (never on the caller's thread).
+final class SpoolReader: Sendable {
+    let path: String
+    private let descriptor: Mutex<Int32>
+
+    init(path: String) async throws {
+        let fd = try await NIOThreadPool.singleton.runIfActive { () throws -> Int32 in
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw SpoolError(path: path, errno: errno) }
+            return fd
+        }
+        self.path = path
+        descriptor = Mutex(fd)
+    }
+
+    /// Up to `count` bytes; none at the end of the file.
+    func read(upTo count: Int) async throws -> [UInt8] {
+        try await NIOThreadPool.singleton.runIfActive { [self] in
+            try descriptor.withLock { fd in
+                var bytes = [UInt8](repeating: 0, count: count)
+                while true {
+                    let n = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, count) }
+                    if n >= 0 {
+                        bytes.removeLast(count - n)
+                        return bytes
+                    }
+                    guard errno == EINTR else { throw SpoolError(path: path, errno: errno) }
+                }
+            }
+        }
+    }
+
+    func close() async {
+        let fd = descriptor.withLock { fd -> Int32 in
+            defer { fd = -1 }
+            return fd
+        }
+        guard fd >= 0 else { return }
+        _ = try? await NIOThreadPool.singleton.runIfActive { _ = Glibc.close(fd) }
     }
 }
 
@@ -219,5 +350,6 @@ struct SpoolError: Error, CustomStringConvertible {
 final class Countdown: Sendable {
     private let value: Atomic<Int>
     init(_ count: Int) { value = Atomic(count) }
+    func add(_ count: Int) { value.add(count, ordering: .relaxed) }
     func tick() -> Bool { value.subtract(1, ordering: .relaxed).newValue == 0 }
 }

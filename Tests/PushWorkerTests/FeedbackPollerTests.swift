@@ -117,6 +117,37 @@ import Testing
         #expect(poller.produced == 2)
     }
 
+    /// A spool file far longer than the window is produced whole, block by block, with no more than the window's
+    /// records unacknowledged at once; lines split across the reader's blocks arrive whole.
+    @Test func aLongSpoolIsProducedWithinItsWindow() async throws {
+        var quiet = Logger(label: "test")
+        quiet.logLevel = .critical
+        let spool = NSTemporaryDirectory() + "feedback-spool-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        let count = 12_000  // about 2.5 of the reader's 1 MiB blocks
+        var bytes: [UInt8] = []
+        for i in 0..<count {
+            bytes += FeedbackEvent(app: "com.example.app", environment: .production, token: try DeviceToken(hex: Self.token(i)),
+                                   timestamp: UInt32(1_700_000_000 + i), receivedAt: 1_700_000_000_000).json()
+            bytes.append(0x0A)
+        }
+        #expect(bytes.count > 2 * FeedbackPoller.spoolBlock)
+        try Data(bytes).write(to: URL(fileURLWithPath: "\(spool)/1700000000000-com.example.app-production.jsonl"))
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("notification-feedback", partitions: 1)
+        let properties = ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"]
+        let producer = try KafkaProducer(properties: properties, logger: quiet)
+        let poller = FeedbackPoller(
+            endpoints: [], topic: "notification-feedback", spoolDirectory: spool, interval: .seconds(3600),
+            readTimeout: .milliseconds(500), producer: producer, logger: quiet, isPoller: { false }, spoolWindow: 500)
+        #expect(await Self.run(poller, producer, until: count, producedFrom: spool))
+        #expect(poller.peakSpoolUnacknowledged == 500)
+        let records = try await KafkaReplayReader(properties: properties, topic: "notification-feedback", start: .earliest).readAll()
+        #expect(try records.map { try JSONValue(parsing: $0.value)["token"]!.stringValue! } == (0..<count).map(Self.token))
+        #expect(records.map { $0.key.map { String(decoding: $0, as: UTF8.self) } } == (0..<count).map(Self.token))
+    }
+
     @Test func feedbackTuplesSuppressTheirTokens() async throws {
         var quiet = Logger(label: "test")
         quiet.logLevel = .critical
@@ -149,5 +180,35 @@ import Testing
             #expect(list.verdict(key, registeredAt: nil) == .suppressed(invalidatedAt: Int64(1_700_000_000 + i), reason: .feedback))
         }
         await simulator.stop()
+    }
+}
+
+@Suite struct LineSplitterTests {
+    func split(_ blocks: [String], maxLine: Int = 8) -> (lines: [String], dropped: Int, partial: Bool) {
+        var splitter = LineSplitter(maxLine: maxLine)
+        let lines = blocks.flatMap { splitter.split(Array($0.utf8)) }.map { String(decoding: $0, as: UTF8.self) }
+        return (lines, splitter.dropped, splitter.partial)
+    }
+
+    @Test func linesAcrossBlocksArriveWholeAndEmptyOnesAreSkipped() {
+        let result = split(["ab\ncd", "e\n\nf", "", "gh\n", "\nij\n"])
+        #expect(result.lines == ["ab", "cde", "fgh", "ij"])
+        #expect(result.dropped == 0)
+        #expect(!result.partial)
+    }
+
+    @Test func aLineLongerThanTheLimitIsDroppedWholeWithoutGrowingWhatWaits() {
+        // Nine bytes before the newline, one block; then twenty over three blocks; lines at the limit stay.
+        let result = split(["123456789\nshort\n12345", "67890123", "4567890\n12345678\n"])
+        #expect(result.lines == ["short", "12345678"])
+        #expect(result.dropped == 2)
+        #expect(!result.partial)
+    }
+
+    @Test func bytesAfterTheLastNewlineAreAPartialLine() {
+        #expect(split(["ab\ncd"]).partial)
+        #expect(split(["ab\ncd"]).lines == ["ab"])
+        #expect(split(["ab\n1234567890"]).partial, "an overlong line cut short is partial too")
+        #expect(!split([]).partial)
     }
 }
