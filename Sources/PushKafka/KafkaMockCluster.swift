@@ -33,10 +33,11 @@ public final class KafkaMockCluster: Sendable {
         case offsetFetch = 9
     }
 
-    /// The next `count` requests of `api` fail with a retriable error (leader not available / coordinator loading).
-    public func failNextRequests(_ api: API, count: Int) {
-        let error: rd_kafka_resp_err_t = api == .offsetCommit || api == .offsetFetch
-            ? RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS : RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION
+    /// The next `count` requests of `api` fail with a retriable error (leader not available / coordinator loading),
+    /// or, `permanent`, with one a client does not retry (a produce request's message set too large).
+    public func failNextRequests(_ api: API, count: Int, permanent: Bool = false) {
+        let error: rd_kafka_resp_err_t = permanent ? RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE
+            : api == .offsetCommit || api == .offsetFetch ? RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS : RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION
         var errors = [rd_kafka_resp_err_t](repeating: error, count: count)
         rd_kafka_mock_push_request_errors_array(cluster, api.rawValue, errors.count, &errors)
     }

@@ -152,15 +152,29 @@ public final class KafkaProducer: Sendable {
             outbox.withLock { $0.acknowledged(count) }
         }
         if !thread.failed.isEmpty {
+            // One line per topic and error, not per message: a broker away fails a whole queue at once.
+            var failures: [FailureKey: (messages: Int, attempts: Int)] = [:]
             for (message, error) in thread.failed {
+                let key = FailureKey(topic: message.topic, error: error.rawValue)
+                let seen = failures[key, default: (0, 0)]
+                failures[key] = (seen.messages + 1, max(seen.attempts, message.attempts))
+            }
+            for (key, failure) in failures.sorted(by: { ($0.key.topic.index, $0.key.error) < ($1.key.topic.index, $1.key.error) }) {
                 logger.warning("delivery failed; producing it again", metadata: [
-                    "topic": "\(topicName(message.topic))", "attempts": "\(message.attempts)", "error": "\(String(cString: rd_kafka_err2str(error)))",
+                    "topic": "\(topicName(key.topic))", "messages": "\(failure.messages)", "attempts": "\(failure.attempts)",
+                    "error": "\(String(cString: rd_kafka_err2str(rd_kafka_resp_err_t(rawValue: key.error))))",
                 ])
             }
             let again = thread.failed.map(\.0)
             thread.failed.removeAll(keepingCapacity: true)
             outbox.withLock { $0.failed(again) }
         }
+    }
+
+    /// Failed deliveries of one poll are logged by topic and error.
+    private struct FailureKey: Hashable {
+        var topic: ProducerTopic
+        var error: rd_kafka_resp_err_t.RawValue
     }
 
     private func topicName(_ topic: ProducerTopic) -> String { topicNames.withLock { $0[topic.index] } }

@@ -1,3 +1,4 @@
+import Logging
 import PushTestSupport
 import Synchronization
 import Testing
@@ -344,6 +345,42 @@ import Testing
             try await group.waitForAll()
         }
         #expect(producer.unacknowledged == 0)
+    }
+
+    /// Messages the broker refuses are produced again until acknowledged, and their failures are logged by topic
+    /// and error, not one line per message (a broker away fails a whole queue at once).
+    @Test(.timeLimit(.minutes(1))) func refusedMessagesAreProducedAgainAndLoggedByTopicAndError() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("outputs", partitions: 1)
+        let capture = CapturingLogHandler()
+        // No retries inside librdkafka: each refused request fails its messages back to the producer.
+        let producer = try KafkaProducer(
+            properties: ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3", "enable.idempotence": "false", "retries": "0"],
+            logger: Logger(label: "test") { _ in capture })
+        let count = 300
+        let (handedOver, continuation) = AsyncStream.makeStream(of: Int.self)
+        producer.onAcknowledged { tickets in continuation.yield(tickets.count) }
+        let topic = producer.topic("outputs")
+        cluster.failNextRequests(.produce, count: 2, permanent: true)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await producer.run() }
+            producer.produce((0..<count).map {
+                OutgoingMessage(topic: topic, key: nil, value: Array("v\($0)".utf8), ticket: LedgerTicket(rawValue: UInt64($0)))
+            })
+            var tickets = 0
+            for await n in handedOver {
+                tickets += n
+                if tickets >= count { break }
+            }
+            #expect(tickets == count)
+            producer.stop()
+            try await group.waitForAll()
+        }
+        let failures = capture.lines.withLock { $0 }.filter { $0.message == "delivery failed; producing it again" }
+        let failed = failures.reduce(0) { $0 + (Int($1.metadata["messages"] ?? "") ?? 0) }
+        #expect(!failures.isEmpty && failures.count <= 2, "a line per refused request: \(failures.map(\.metadata))")
+        #expect(failed > failures.count, "each line stands for the refused request's messages")
+        #expect(failures.allSatisfy { $0.metadata["topic"] == "outputs" })
     }
 
     /// An idle producer thread sleeps in its poll for `idlePollMilliseconds` (here far longer than the time limit):
