@@ -159,17 +159,26 @@ public struct SuppressionService: Service {
             }
             var entries: [SuppressionEntry] = []
             entries.reserveCapacity(batch.count)
+            // One line per batch, naming the first: a topic of foreign records (the wrong topic configured) would
+            // otherwise log each of its records.
+            var skips = 0
+            var first: (record: KafkaRecord, error: any Error)?
             for record in batch {
                 do {
                     entries.append(try SuppressionEntry(key: record.key ?? [], value: record.isTombstone ? nil : record.value))
                 } catch {
-                    skipped.increment()
-                    logger.warning("suppression record skipped", metadata: [
-                        "topic": "\(reader.topic)", "partition": "\(record.partition)", "offset": "\(record.offset)", "error": "\(error)",
-                    ])
+                    skips += 1
+                    if first == nil { first = (record, error) }
                 }
             }
             list.apply(entries)
+            if let first {
+                skipped.increment(by: Int64(skips))
+                logger.warning("suppression records skipped", metadata: [
+                    "topic": "\(reader.topic)", "records": "\(skips)", "partition": "\(first.record.partition)",
+                    "offset": "\(first.record.offset)", "error": "\(first.error)",
+                ])
+            }
         }
     }
 }

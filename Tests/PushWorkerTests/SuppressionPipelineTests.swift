@@ -250,3 +250,46 @@ import Testing
         await simulator.stop()
     }
 }
+
+/// The suppression topic read at start when it holds records that are not SPEC section 10's (another topic's, say):
+/// they are skipped and counted, the suppressions among them apply, and the log says so a batch at a time.
+@Suite struct SuppressionTopicSkipTests {
+    @Test(.timeLimit(.minutes(1))) func foreignRecordsAreSkippedAndLoggedABatchAtATime() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("suppressed-tokens", partitions: 1)
+        let properties = ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"]
+        let producer = try KafkaProducer(properties: properties)
+        let foreign = 40
+        let records = try (0..<2).map { i in
+            SuppressionRecord(app: "com.example.app", environment: .production, token: try DeviceToken(hex: String(format: "%064x", 0xAB00 + i)),
+                              invalidatedAt: 1_700_000_000, reason: .unregistered)
+        }
+        let acknowledged = CapacityGate(capacity: foreign + records.count)
+        try await acknowledged.acquire(foreign + records.count)
+        let capture = CapturingLogHandler()
+        let list = SuppressionList()
+        let service = try SuppressionService(
+            properties: properties, topic: "suppressed-tokens", list: list, logger: Logger(label: "test") { _ in capture })
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await producer.run() }
+            producer.produce(topic: "suppressed-tokens", key: records[0].key, value: records[0].json()) { acknowledged.release(1) }
+            for i in 0..<foreign {
+                producer.produce(topic: "suppressed-tokens", key: Array("event-\(i)".utf8), value: Array(#"{"id":"\#(i)"}"#.utf8)) {
+                    acknowledged.release(1)
+                }
+            }
+            producer.produce(topic: "suppressed-tokens", key: records[1].key, value: records[1].json()) { acknowledged.release(1) }
+            try await acknowledged.acquire(foreign + records.count)  // every record is on the topic
+            group.addTask { try await service.run() }
+            await list.waitUntilLoaded()
+            service.reader.stop()
+            producer.stop()
+            try await group.waitForAll()
+        }
+        #expect(list.count == 2)
+        let lines = capture.lines.withLock { $0 }.filter { $0.message == "suppression records skipped" }
+        #expect(lines.reduce(0) { $0 + (Int($1.metadata["records"] ?? "") ?? 0) } == foreign)
+        #expect(!lines.isEmpty && lines.count < foreign, "a line per batch, not per record: \(lines.count)")
+        #expect(lines.first?.metadata["offset"] == "1", "the first skipped record is named")
+    }
+}
