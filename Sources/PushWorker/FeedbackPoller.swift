@@ -189,7 +189,9 @@ public final class FeedbackPoller: Sendable {
         }
         guard atEnd else { return }
         if lines.partial { logger.warning("feedback spool ends in a partial line; left out", metadata: ["file": "\(file)"]) }
-        if remaining.tick() { remove() }
+        // Every record acknowledged already (or none): removed here, on NIO's thread pool; else by the last
+        // acknowledgement, on the producer's thread.
+        if remaining.tick() { _ = try? await NIOThreadPool.singleton.runIfActive(remove) }
     }
 
     /// A spool line's feedback record and, with suppression, its token's suppression record. A line that is not a
