@@ -14,6 +14,33 @@ import Testing
 @Suite struct FeedbackPollerTests {
     static func token(_ i: Int) -> String { String(format: "%064x", 0xFEED_0000 + i) }
 
+    /// A mock cluster with the feedback topic, a producer to it and a poller that only produces `spool` (it never
+    /// polls); the cluster is returned to be kept alive while they run.
+    static func spoolProducer(_ spool: String, window: Int = 10_000, logger: Logger) throws
+        -> (KafkaMockCluster, [String: String], KafkaProducer, FeedbackPoller) {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("notification-feedback", partitions: 1)
+        let properties = ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"]
+        let producer = try KafkaProducer(properties: properties, logger: logger)
+        let poller = FeedbackPoller(
+            endpoints: [], topic: "notification-feedback", spoolDirectory: spool, interval: .seconds(3600),
+            readTimeout: .milliseconds(500), producer: producer, logger: logger, isPoller: { false }, spoolWindow: window)
+        return (cluster, properties, producer, poller)
+    }
+
+    /// A new, empty spool directory.
+    static func spoolDirectory() throws -> String {
+        let spool = NSTemporaryDirectory() + "feedback-spool-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
+        return spool
+    }
+
+    /// Feedback event `i` as the poller spools it (without its newline).
+    static func spoolLine(_ i: Int) throws -> [UInt8] {
+        FeedbackEvent(app: "com.example.app", environment: .production, token: try DeviceToken(hex: token(i)),
+                      timestamp: UInt32(1_700_000_000 + i), receivedAt: 1_700_000_000_000).json()
+    }
+
     /// Runs the poller and its producer until `count` feedback events are acknowledged and the spool is empty
     /// (false if that never comes), then stops both.
     static func run(_ poller: FeedbackPoller, _ producer: KafkaProducer, until count: Int, producedFrom spool: String) async -> Bool {
@@ -40,8 +67,7 @@ import Testing
         let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: quiet)
         let addresses = try await simulator.start()
         let endpoint = AppEndpoint.testBinary(gatewayPort: addresses.gatewayPort, feedbackPort: addresses.feedbackPort, environment: .production)
-        let spool = NSTemporaryDirectory() + "feedback-spool-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
+        let spool = try Self.spoolDirectory()
         defer { try? FileManager.default.removeItem(atPath: spool) }
         func spoolLines() -> [String] {
             let files = (try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? []
@@ -94,27 +120,18 @@ import Testing
     @Test func aSpoolCutShortByACrashIsProducedWithoutItsPartialLine() async throws {
         var quiet = Logger(label: "test")
         quiet.logLevel = .critical
-        let spool = NSTemporaryDirectory() + "feedback-spool-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
+        let spool = try Self.spoolDirectory()
         defer { try? FileManager.default.removeItem(atPath: spool) }
-        let lines = try (0..<3).map { i in
-            FeedbackEvent(app: "com.example.app", environment: .production, token: try DeviceToken(hex: Self.token(i)),
-                          timestamp: UInt32(1_700_000_000 + i), receivedAt: 1_700_000_000_000).json()
-        }
+        let lines = try (0..<3).map(Self.spoolLine)
         let cut = lines[0] + [0x0A] + lines[1] + [0x0A] + lines[2].prefix(20)
         try Data(cut).write(to: URL(fileURLWithPath: "\(spool)/1700000000000-com.example.app-production.jsonl"))
         try Data().write(to: URL(fileURLWithPath: "\(spool)/1700000000001-com.example.app-production.jsonl"))
-        let cluster = try KafkaMockCluster()
-        try cluster.createTopic("notification-feedback", partitions: 1)
-        let properties = ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"]
-        let producer = try KafkaProducer(properties: properties, logger: quiet)
-        let poller = FeedbackPoller(
-            endpoints: [], topic: "notification-feedback", spoolDirectory: spool, interval: .seconds(3600),
-            readTimeout: .milliseconds(500), producer: producer, logger: quiet, isPoller: { false })
+        let (cluster, properties, producer, poller) = try Self.spoolProducer(spool, logger: quiet)
         #expect(await Self.run(poller, producer, until: 2, producedFrom: spool))
         let records = try await KafkaReplayReader(properties: properties, topic: "notification-feedback", start: .earliest).readAll()
         #expect(try records.map { try JSONValue(parsing: $0.value)["token"]!.stringValue! } == (0..<2).map(Self.token))
         #expect(poller.produced == 2)
+        withExtendedLifetime(cluster) {}
     }
 
     /// A spool file far longer than the window is produced whole, block by block, with no more than the window's
@@ -122,30 +139,20 @@ import Testing
     @Test func aLongSpoolIsProducedWithinItsWindow() async throws {
         var quiet = Logger(label: "test")
         quiet.logLevel = .critical
-        let spool = NSTemporaryDirectory() + "feedback-spool-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
+        let spool = try Self.spoolDirectory()
         defer { try? FileManager.default.removeItem(atPath: spool) }
         let count = 12_000  // about 2.5 of the reader's 1 MiB blocks
         var bytes: [UInt8] = []
-        for i in 0..<count {
-            bytes += FeedbackEvent(app: "com.example.app", environment: .production, token: try DeviceToken(hex: Self.token(i)),
-                                   timestamp: UInt32(1_700_000_000 + i), receivedAt: 1_700_000_000_000).json()
-            bytes.append(0x0A)
-        }
+        for i in 0..<count { bytes += try Self.spoolLine(i) + [0x0A] }
         #expect(bytes.count > 2 * FeedbackPoller.spoolBlock)
         try Data(bytes).write(to: URL(fileURLWithPath: "\(spool)/1700000000000-com.example.app-production.jsonl"))
-        let cluster = try KafkaMockCluster()
-        try cluster.createTopic("notification-feedback", partitions: 1)
-        let properties = ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"]
-        let producer = try KafkaProducer(properties: properties, logger: quiet)
-        let poller = FeedbackPoller(
-            endpoints: [], topic: "notification-feedback", spoolDirectory: spool, interval: .seconds(3600),
-            readTimeout: .milliseconds(500), producer: producer, logger: quiet, isPoller: { false }, spoolWindow: 500)
+        let (cluster, properties, producer, poller) = try Self.spoolProducer(spool, window: 500, logger: quiet)
         #expect(await Self.run(poller, producer, until: count, producedFrom: spool))
         #expect(poller.peakSpoolUnacknowledged == 500)
         let records = try await KafkaReplayReader(properties: properties, topic: "notification-feedback", start: .earliest).readAll()
         #expect(try records.map { try JSONValue(parsing: $0.value)["token"]!.stringValue! } == (0..<count).map(Self.token))
         #expect(records.map { $0.key.map { String(decoding: $0, as: UTF8.self) } } == (0..<count).map(Self.token))
+        withExtendedLifetime(cluster) {}
     }
 
     @Test func feedbackTuplesSuppressTheirTokens() async throws {

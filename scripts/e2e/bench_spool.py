@@ -3,10 +3,7 @@ start. Run through scripts/bench-spool. Prints the time from the worker's start 
 worker's peak RSS then, next to the same worker started with no spool, and checks that the feedback topic gained
 every event."""
 
-import argparse
-import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -56,11 +53,7 @@ def run(binary, workdir, servers, gateway_port, feedback_port, events, timeout=6
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--binary", required=True)
-    parser.add_argument("--events", type=int, default=500_000)
-    parser.add_argument("--json", help="write the figures here as JSON")
-    args = parser.parse_args()
+    args = h.bench_arguments(__doc__, "events", 500_000)
 
     workdir = tempfile.mkdtemp(prefix="bench-spool-")
     broker = h.Broker(workdir)
@@ -85,18 +78,10 @@ def main():
         extra = results["spool"]["peak_rss_mib"] - results["no spool"]["peak_rss_mib"]
         size = len(spool_line(0)) * args.events / 2**20
         print(f"peak RSS with the spool less without: +{extra:.1f} MiB for a {size:.0f} MiB spool of {args.events} events")
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(results, f, indent=2)
+        h.write_results(args.json, results)
         return 0
     finally:
-        if simulator:
-            simulator.stop()
-        broker.stop()
-        if os.environ.get("BENCH_KEEP"):
-            print(f"kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        h.tear_down(workdir, simulator, broker)
 
 
 if __name__ == "__main__":

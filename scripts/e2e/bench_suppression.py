@@ -3,10 +3,7 @@ its group. Run through scripts/bench-suppression. Prints the time from the worke
 the worker's resident memory then (and the same worker's without suppression, for the difference), and the table's
 size as the worker reports it (pushworker_suppressed_tokens)."""
 
-import argparse
-import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,11 +39,7 @@ def start_until_ready(binary, config, workdir, http_port, timeout=120):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--binary", required=True)
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--json", help="write the figures here as JSON")
-    args = parser.parse_args()
+    args = h.bench_arguments(__doc__, "records", 1_000_000)
 
     workdir = tempfile.mkdtemp(prefix="bench-suppression-")
     broker = h.Broker(workdir)
@@ -103,18 +96,10 @@ def main():
         extra = results["with suppression"]["rss_5s_later_mib"] - results["without suppression"]["rss_5s_later_mib"]
         print(f"resident 5 s after ready, with suppression less without: +{extra:.1f} MiB for {args.records} tokens "
               f"({extra * 2**20 / max(1, args.records):.1f} bytes per token; the table itself is 12 bytes a slot)")
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(results, f, indent=2)
+        h.write_results(args.json, results)
         return 0
     finally:
-        if simulator:
-            simulator.stop()
-        broker.stop()
-        if os.environ.get("BENCH_KEEP"):
-            print(f"kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        h.tear_down(workdir, simulator, broker)
 
 
 if __name__ == "__main__":

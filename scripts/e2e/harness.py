@@ -9,9 +9,11 @@ record's timestamp (set explicitly), so the record file alone gives delivered, d
 record timestamp to the simulator's receipt.
 """
 
+import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -493,3 +495,31 @@ class Poller(threading.Thread):
             except (OSError, IndexError):
                 return
             self.samples.append((time.time() - began, rss))
+
+
+def write_results(path, results):
+    """The figures as JSON, when the run was asked for them (`--json`)."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+def tear_down(workdir, simulator, broker):
+    """Stops the simulator (if started) and the broker; removes the run's directory unless BENCH_KEEP is set."""
+    if simulator:
+        simulator.stop()
+    broker.stop()
+    if os.environ.get("BENCH_KEEP"):
+        print(f"kept {workdir}")
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def bench_arguments(description, count, default):
+    """A start-up benchmark's arguments: the worker's binary, how many of `count` to prepare, and where to write the
+    figures as JSON."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--binary", required=True)
+    parser.add_argument(f"--{count}", type=int, default=default)
+    parser.add_argument("--json", help="write the figures here as JSON")
+    return parser.parse_args()
