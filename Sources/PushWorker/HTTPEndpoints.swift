@@ -9,9 +9,11 @@ import Synchronization
 ///
 /// They answer `GET` and `HEAD`, keep a connection open between requests unless the client asks to close it (HTTP/1.0
 /// without keep-alive, `Connection: close`), answer requests sent together one at a time, each once the client has
-/// read the one before, close a connection idle for `idleTimeout`, and close at once any connection beyond
-/// `maxConnections`: a client that sends without reading holds one answer in memory, and clients that never let go
-/// cannot take the file descriptors the worker needs for Kafka and the gateway. The idle time (90 s) is longer than
+/// read the one before, close a connection idle for `idleTimeout` or whose request is not whole `requestTimeout`
+/// after its first byte, and close at once any connection beyond `maxConnections`: a client that sends without
+/// reading holds one answer in memory, and clients that never let go (or trickle a request a byte at a time) can
+/// neither take the file descriptors the worker needs for Kafka and the gateway nor keep a scraper or a probe out.
+/// The idle time (90 s) is longer than
 /// the usual scrape intervals, so that a scraper polling once a minute keeps its connection rather than meeting its
 /// close.
 public final class HTTPEndpoints: Sendable {
@@ -20,16 +22,18 @@ public final class HTTPEndpoints: Sendable {
     private let metrics: @Sendable () -> [UInt8]
     private let readiness: Readiness
     private let idleTimeout: TimeAmount
+    private let requestTimeout: TimeAmount
     private let maxConnections: Int
     private let channel = Mutex<(any Channel)?>(nil)
 
     public init(
         metrics: @escaping @Sendable () -> [UInt8], readiness: @escaping Readiness,
-        idleTimeout: TimeAmount = .seconds(90), maxConnections: Int = 64
+        idleTimeout: TimeAmount = .seconds(90), requestTimeout: TimeAmount = .seconds(10), maxConnections: Int = 64
     ) {
         self.metrics = metrics
         self.readiness = readiness
         self.idleTimeout = idleTimeout
+        self.requestTimeout = requestTimeout
         self.maxConnections = maxConnections
     }
 
@@ -38,6 +42,7 @@ public final class HTTPEndpoints: Sendable {
         let metrics = self.metrics
         let readiness = self.readiness
         let idleTimeout = self.idleTimeout
+        let requestTimeout = self.requestTimeout
         let maxConnections = self.maxConnections
         let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -48,7 +53,8 @@ public final class HTTPEndpoints: Sendable {
             }
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try Self.configureConnection(channel, metrics: metrics, readiness: readiness, idleTimeout: idleTimeout)
+                    try Self.configureConnection(
+                        channel, metrics: metrics, readiness: readiness, idleTimeout: idleTimeout, requestTimeout: requestTimeout)
                 }
             }
             .bind(host: host, port: port).get()
@@ -56,14 +62,15 @@ public final class HTTPEndpoints: Sendable {
         return server.localAddress?.port ?? port
     }
 
-    /// One connection's handlers: the idle timer, NIO's HTTP/1 server (which hands over one request at a time and
-    /// reads no more from the socket until its answer is written), and the endpoints.
+    /// One connection's handlers: the idle timer, the request deadline, NIO's HTTP/1 server (which hands over one
+    /// request at a time and reads no more from the socket until its answer is written), and the endpoints.
     static func configureConnection(
         _ channel: any Channel, metrics: @escaping @Sendable () -> [UInt8], readiness: @escaping Readiness,
-        idleTimeout: TimeAmount
+        idleTimeout: TimeAmount, requestTimeout: TimeAmount
     ) throws {
         let pipeline = channel.pipeline.syncOperations
         try pipeline.addHandler(IdleStateHandler(allTimeout: idleTimeout))
+        try pipeline.addHandler(RequestDeadline(timeout: requestTimeout))
         try pipeline.configureHTTPServerPipeline()
         try pipeline.addHandler(EndpointHandler(metrics: metrics, readiness: readiness))
     }
@@ -104,6 +111,47 @@ private final class ConnectionLimit: ChannelInboundHandler {
     }
 }
 
+/// Before NIO's HTTP server, on the connection's bytes: closes the connection when a request is not whole `timeout`
+/// after its first byte arrived. Every read resets the idle timer, so a client that trickles its request (a header
+/// line every few seconds, or a body that never ends) would otherwise keep its connection for good. The time counts
+/// from a request's first byte, not from the previous answer: a client quiet between requests is the idle timer's.
+final class RequestDeadline: ChannelDuplexHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    /// Sent toward the socket by the endpoint handler when it has a whole request: the deadline is off until the
+    /// next byte.
+    struct RequestWhole {}
+
+    let timeout: TimeAmount
+    private var deadline: Scheduled<Void>?
+
+    init(timeout: TimeAmount) { self.timeout = timeout }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if deadline == nil {
+            let channel = context.channel
+            deadline = context.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+        }
+        context.fireChannelRead(data)
+    }
+
+    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        guard event is RequestWhole else { return context.triggerUserOutboundEvent(event, promise: promise) }
+        deadline?.cancel()
+        deadline = nil
+        promise?.succeed()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        deadline = nil
+        context.fireChannelInactive()
+    }
+}
+
 private final class EndpointHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -126,6 +174,7 @@ private final class EndpointHandler: ChannelInboundHandler {
         case .head(let head): request = head
         case .body: break
         case .end:
+            context.triggerUserOutboundEvent(RequestDeadline.RequestWhole(), promise: nil)
             guard let request else { return }
             self.request = nil
             if context.channel.isWritable {

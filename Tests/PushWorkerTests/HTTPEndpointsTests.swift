@@ -11,13 +11,13 @@ import Testing
     static let metricsText = "pushworker_events_consumed_total 7\n"
 
     func withEndpoints(
-        idleTimeout: TimeAmount = .seconds(60), maxConnections: Int = 64,
+        idleTimeout: TimeAmount = .seconds(60), requestTimeout: TimeAmount = .seconds(60), maxConnections: Int = 64,
         metrics: @escaping @Sendable () -> [UInt8] = { Array(Self.metricsText.utf8) },
         _ body: (Int) async throws -> Void
     ) async throws {
         let endpoints = HTTPEndpoints(
             metrics: metrics, readiness: { (false, "no partitions assigned") },
-            idleTimeout: idleTimeout, maxConnections: maxConnections)
+            idleTimeout: idleTimeout, requestTimeout: requestTimeout, maxConnections: maxConnections)
         let port = try await endpoints.start(host: "127.0.0.1", port: 0)
         do {
             try await body(port)
@@ -136,7 +136,7 @@ import Testing
         let channel = EmbeddedChannel()
         try HTTPEndpoints.configureConnection(
             channel, metrics: { calls.count.add(1, ordering: .relaxed); return Array(Self.metricsText.utf8) },
-            readiness: { (true, "ready") }, idleTimeout: .seconds(60))
+            readiness: { (true, "ready") }, idleTimeout: .seconds(60), requestTimeout: .seconds(60))
         try channel.pipeline.syncOperations.addHandler(ClientReadsNothing(), position: .first)
         channel.isWritable = false
         try channel.writeInbound(ByteBuffer(string: String(repeating: "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", count: 3)))
@@ -177,6 +177,43 @@ import Testing
         try await withEndpoints(idleTimeout: .milliseconds(200)) { port in
             let quiet = try await RawClient.connect(port: port)
             #expect(try await quiet.untilClosed() == "")
+        }
+    }
+
+    /// A client that trickles its request a header line at a time never lets the idle timer run out; its request
+    /// must be whole within the request time, or the connection closes. (The trickle is the fault: a line every
+    /// 50 ms for up to 20 s, against a request time of 300 ms.)
+    @Test func aRequestTrickledInSlowerThanTheRequestTimeIsCutOff() async throws {
+        try await withEndpoints(idleTimeout: .seconds(60), requestTimeout: .milliseconds(300)) { port in
+            let slow = try await RawClient.connect(port: port)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    try await slow.send("GET /metrics HTTP/1.1\r\n")
+                    for line in 0..<400 {
+                        try await Task.sleep(for: .milliseconds(50))
+                        try? await slow.send("X-Line-\(line): x\r\n")
+                    }
+                    Issue.record("the connection was still open after 20 s of trickling")
+                    await slow.close()
+                }
+                let received = try await slow.untilClosed()
+                group.cancelAll()
+                #expect(received == "")
+            }
+        }
+    }
+
+    /// The request time counts from a request's first byte: a keep-alive connection quiet between requests for
+    /// longer than it is still served (the quiet is the idle timer's).
+    @Test func aConnectionQuietBetweenRequestsOutlastsTheRequestTime() async throws {
+        try await withEndpoints(idleTimeout: .seconds(60), requestTimeout: .milliseconds(200)) { port in
+            let client = try await RawClient.connect(port: port)
+            try await client.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            try await Task.sleep(for: .milliseconds(600))  // three request times of quiet: the fault under test
+            try await client.send("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            let answers = responses(in: try await client.untilClosed())
+            #expect(answers.count == 2)
+            #expect(answers.last?.hasSuffix(Self.metricsText) == true)
         }
     }
 
