@@ -24,6 +24,8 @@ public struct FeedbackClient: Sendable {
     public let endpoint: AppEndpoint
     private let tls: NIOSSLContext
     private let group: any EventLoopGroup
+    /// How long the visit waits for the service to send something (the handshake and every read; not the time
+    /// `onTuples` takes): a list that keeps coming is read however long it is.
     public var timeout: Duration = .seconds(60)
 
     public init(endpoint: AppEndpoint, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
@@ -57,6 +59,7 @@ public struct FeedbackClient: Sendable {
                 }
             }
         let timeout = self.timeout
+        let watch = StallWatch()
         return try await channel.executeThenClose { inbound, _ in
             try await withThrowingTaskGroup(of: FeedbackReport?.self) { group in
                 group.addTask {
@@ -65,6 +68,8 @@ public struct FeedbackClient: Sendable {
                     var tuples: [FeedbackTuple] = []
                     do {
                         for try await var chunk in inbound {
+                            watch.busy()
+                            defer { watch.waiting() }
                             buffer.writeBuffer(&chunk)
                             var problem: WireDecodingError?
                             do throws(WireDecodingError) {
@@ -89,12 +94,12 @@ public struct FeedbackClient: Sendable {
                     return report
                 }
                 group.addTask {
-                    try await Task.sleep(for: timeout)
+                    try await watch.stalled(after: timeout)
                     return nil
                 }
                 guard let report = try await group.next()! else {
                     group.cancelAll()
-                    throw FeedbackError("the feedback service sent no end of stream within \(timeout)")
+                    throw FeedbackError("the feedback service sent nothing for \(timeout), before the end of its list")
                 }
                 group.cancelAll()
                 return report
@@ -105,6 +110,27 @@ public struct FeedbackClient: Sendable {
     private static func drain(_ buffer: inout ByteBuffer, into tuples: inout [FeedbackTuple]) throws(WireDecodingError) {
         while let tuple = try FeedbackTuple.decode(from: &buffer) { tuples.append(tuple) }
         buffer.discardReadBytes()
+    }
+}
+
+/// When a visit last began to wait for the service, to tell a service that stalls from a list that keeps coming.
+final class StallWatch: Sendable {
+    /// nil while the visit handles what arrived (its wait has not begun).
+    private let waitingSince = Mutex<ContinuousClock.Instant?>(.now)
+
+    /// The visit waits for the service from now.
+    func waiting() { waitingSince.withLock { $0 = .now } }
+
+    /// The visit handles what arrived; it is not waiting.
+    func busy() { waitingSince.withLock { $0 = nil } }
+
+    /// Returns once one wait has lasted `timeout`; throws when cancelled.
+    func stalled(after timeout: Duration) async throws {
+        while true {
+            let since = waitingSince.withLock { $0 }
+            try await Task.sleep(until: (since ?? .now) + timeout)
+            if let current = waitingSince.withLock({ $0 }), current + timeout <= .now { return }
+        }
     }
 }
 

@@ -32,7 +32,7 @@ public final class FeedbackPoller: Sendable {
     /// Bounds a spool file's records queued and not yet acknowledged.
     private let spoolGate: CapacityGate
 
-    /// `readTimeout` bounds one visit to a feedback service; `isPoller` says whether this member polls now;
+    /// `readTimeout` bounds a visit's wait for the feedback service to send something; `isPoller` says whether this member polls now;
     /// `spoolWindow` bounds the spool's records queued for the producer and not yet acknowledged.
     public init(
         endpoints: [AppEndpoint], topic: String, spoolDirectory: String, interval: Duration,

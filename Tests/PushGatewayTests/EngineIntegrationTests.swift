@@ -401,4 +401,27 @@ extension DeliveryEngine {
             #expect(second.tuples.isEmpty)
         }
     }
+
+    /// The visit's timeout is for the service's silence, not for the whole list: a long list read by a slow spool
+    /// (each read's tuples taking 100 ms to keep, against a 300 ms timeout) is read whole, one read at a time.
+    @Test func aLongListKeptSlowlyIsReadWholeWithinAShortTimeout() async throws {
+        var h = Harness()
+        let count = 20_000  // 760,000 bytes: a dozen reads at least
+        h.simulator.feedback = try FeedbackEntry.parseFile(
+            (0..<count).map { String(format: "%064x %d", 0xF00D_0000 + $0, 1_700_000_000 + $0) }.joined(separator: "\n"))
+        try await h.run { _, _, _, addresses in
+            var client = try FeedbackClient(endpoint: h.endpoint(addresses))
+            client.timeout = .milliseconds(300)
+            let reads = Mutex<[Int]>([])
+            let report = try await client.fetch { tuples in
+                reads.withLock { $0.append(tuples.count) }
+                try await Task.sleep(for: .milliseconds(100))  // the slow disk: the fault under test
+            }
+            #expect(report.count == count)
+            #expect(report.problem == nil)
+            let sizes = reads.withLock { $0 }
+            #expect(sizes.reduce(0, +) == count)
+            #expect(sizes.count > 3, "more reads than the timeout holds of the spool's time: \(sizes.count)")
+        }
+    }
 }
