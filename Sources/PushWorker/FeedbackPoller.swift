@@ -94,28 +94,32 @@ public final class FeedbackPoller: Sendable {
     }
 
     /// Visits one app's feedback service; every tuple that arrived is spooled and produced, however the visit ends.
+    /// A read whose tuples cannot be spooled (a full disk, say) is produced at once instead, and the visit goes on:
+    /// the service has forgotten those tuples, and the broker is then their only keeper.
     func poll(_ endpoint: AppEndpoint) async {
         polls.add(1, ordering: .relaxed)
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         let name = "\(spool)/\(now)-\(endpoint.app)-\(endpoint.environment.rawValue).jsonl"
         let file = SpoolFile(path: name)
+        let unspooled = Tally()
         do {
             var client = try FeedbackClient(endpoint: endpoint)
             client.timeout = readTimeout
-            let report = try await client.fetch { [logger] tuples in
-                var lines: [UInt8] = []
-                for tuple in tuples {
-                    let event = FeedbackEvent(
+            let report = try await client.fetch { [self] tuples in
+                let events = tuples.map { tuple in
+                    FeedbackEvent(
                         app: endpoint.app, environment: endpoint.environment, token: tuple.token,
-                        timestamp: tuple.timestamp, receivedAt: now)
-                    lines += event.json()
-                    lines.append(0x0A)
+                        timestamp: tuple.timestamp, receivedAt: now
+                    ).json()
                 }
                 do {
-                    try await file.append(lines, count: tuples.count)
+                    try await file.append(events.flatMap { $0 + [0x0A] }, count: tuples.count)
                 } catch {
-                    logger.error("cannot write the feedback spool", metadata: ["file": "\(name)", "error": "\(error)"])
-                    throw error
+                    logger.error("cannot write the feedback spool: producing this read's events without it", metadata: [
+                        "file": "\(name)", "error": "\(error)", "tuples": "\(tuples.count)",
+                    ])
+                    guard await produce(lines: events, queuing: { _ in }, acknowledged: {}) else { throw CancellationError() }
+                    unspooled.add(tuples.count)
                 }
             }
             if let problem = report.problem {
@@ -123,14 +127,15 @@ public final class FeedbackPoller: Sendable {
             }
         } catch {
             logger.warning("feedback visit failed; the tuples read before are kept", metadata: [
-                "app": "\(endpoint.key)", "error": "\(error)", "tuples": "\(file.count)",
+                "app": "\(endpoint.key)", "error": "\(error)", "tuples": "\(file.count + unspooled.count)",
             ])
         }
         await file.close()
-        guard file.count > 0 else { return }
-        tuplesCounter.increment(by: Int64(file.count))
-        logger.info("feedback tuples", metadata: ["app": "\(endpoint.key)", "tuples": "\(file.count)"])
-        await produce(file: name)
+        let total = file.count + unspooled.count
+        guard total > 0 else { return }
+        tuplesCounter.increment(by: Int64(total))
+        logger.info("feedback tuples", metadata: ["app": "\(endpoint.key)", "tuples": "\(total)", "unspooled": "\(unspooled.count)"])
+        if file.count > 0 { await produce(file: name) }
     }
 
     /// Produces a spool file's events; removes the file once every one is acknowledged. The file is read a block at
@@ -157,31 +162,9 @@ public final class FeedbackPoller: Sendable {
                 atEnd = true
                 break
             }
-            let complete = lines.split(block)
-            let groupSize = max(1, spoolGate.capacity / recordsPerLine)
-            for start in stride(from: 0, to: complete.count, by: groupSize) {
-                let messages = complete[start..<min(start + groupSize, complete.count)].map(spoolMessages)
-                let count = messages.reduce(0) { $0 + ($1.suppression == nil ? 1 : 2) }
-                do {
-                    try await spoolGate.acquire(count)
-                } catch {
-                    break reading
-                }
-                remaining.add(count)
-                if let suppression { suppression.list.apply(messages.compactMap { $0.suppression.map { .suppress($0) } }) }
-                for message in messages {
-                    producer.produce(topic: topic, key: message.key, value: message.value) { [self] in
-                        tuplesProduced.add(1, ordering: .relaxed)
-                        spoolGate.release(1)
-                        if remaining.tick() { remove() }
-                    }
-                    guard let suppression, let record = message.suppression else { continue }
-                    producer.produce(topic: suppression.topic, key: record.key, value: record.json()) { [self] in
-                        spoolGate.release(1)
-                        if remaining.tick() { remove() }
-                    }
-                }
-            }
+            let queued = await produce(
+                lines: lines.split(block), queuing: { remaining.add($0) }, acknowledged: { if remaining.tick() { remove() } })
+            guard queued else { break }
         }
         await reader.close()
         if lines.dropped > 0 {
@@ -192,6 +175,39 @@ public final class FeedbackPoller: Sendable {
         // Every record acknowledged already (or none): removed here, on NIO's thread pool; else by the last
         // acknowledgement, on the producer's thread.
         if remaining.tick() { _ = try? await NIOThreadPool.singleton.runIfActive(remove) }
+    }
+
+    /// Queues the records of `lines` (feedback events, with their suppression records when tuples suppress their
+    /// tokens), at most the window's worth unacknowledged: `queuing` hears how many records are about to be queued,
+    /// `acknowledged` runs once for each the broker acknowledges. False if cancelled while waiting for room.
+    private func produce(
+        lines: [[UInt8]], queuing: (Int) -> Void, acknowledged: @escaping @Sendable () -> Void
+    ) async -> Bool {
+        let groupSize = max(1, spoolGate.capacity / recordsPerLine)
+        for start in stride(from: 0, to: lines.count, by: groupSize) {
+            let messages = lines[start..<min(start + groupSize, lines.count)].map(spoolMessages)
+            let count = messages.reduce(0) { $0 + ($1.suppression == nil ? 1 : 2) }
+            do {
+                try await spoolGate.acquire(count)
+            } catch {
+                return false
+            }
+            queuing(count)
+            if let suppression { suppression.list.apply(messages.compactMap { $0.suppression.map { .suppress($0) } }) }
+            for message in messages {
+                producer.produce(topic: topic, key: message.key, value: message.value) { [self] in
+                    tuplesProduced.add(1, ordering: .relaxed)
+                    spoolGate.release(1)
+                    acknowledged()
+                }
+                guard let suppression, let record = message.suppression else { continue }
+                producer.produce(topic: suppression.topic, key: record.key, value: record.json()) { [self] in
+                    spoolGate.release(1)
+                    acknowledged()
+                }
+            }
+        }
+        return true
     }
 
     /// A spool line's feedback record and, with suppression, its token's suppression record. A line that is not a
@@ -346,6 +362,13 @@ struct SpoolError: Error, CustomStringConvertible {
     var path: String
     var errno: Int32
     var description: String { "\(path): \(String(cString: strerror(errno)))" }
+}
+
+/// Counts up from several threads.
+final class Tally: Sendable {
+    private let value = Atomic<Int>(0)
+    func add(_ count: Int) { value.add(count, ordering: .relaxed) }
+    var count: Int { value.load(ordering: .relaxed) }
 }
 
 /// Counts down to zero from several threads; `tick` says when it got there.

@@ -115,6 +115,35 @@ import Testing
         await simulator.stop()
     }
 
+    /// A spool that cannot be written (here its directory's parent is a file: every open fails) does not cost the
+    /// tuples the service sent and forgot: each read's events are produced at once instead, and the visit goes on.
+    @Test func tuplesThatCannotBeSpooledAreProducedAtOnce() async throws {
+        var quiet = Logger(label: "test")
+        quiet.logLevel = .critical
+        var simulatorConfiguration = SimulatorConfiguration.testPKI
+        simulatorConfiguration.feedback = try FeedbackEntry.parseFile(
+            (0..<10).map { "\(Self.token($0)) \(1_700_000_000 + $0)" }.joined(separator: "\n"))
+        let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: quiet)
+        let addresses = try await simulator.start()
+        let endpoint = AppEndpoint.testBinary(gatewayPort: addresses.gatewayPort, feedbackPort: addresses.feedbackPort, environment: .production)
+        let blocker = try Self.spoolDirectory() + "/not-a-directory"
+        try Data("x".utf8).write(to: URL(fileURLWithPath: blocker))
+        defer { try? FileManager.default.removeItem(atPath: (blocker as NSString).deletingLastPathComponent) }
+        let (cluster, properties, producer, poller) = try Self.spoolProducer("\(blocker)/spool", logger: quiet)
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await producer.run() }
+            await poller.poll(endpoint)
+            #expect(await eventually { poller.produced == 10 })
+            group.cancelAll()
+            producer.stop()
+        }
+        let records = try await KafkaReplayReader(properties: properties, topic: "notification-feedback", start: .earliest).readAll()
+        #expect(try records.map { try JSONValue(parsing: $0.value)["token"]!.stringValue! } == (0..<10).map(Self.token))
+        #expect(records.map { $0.key.map { String(decoding: $0, as: UTF8.self) } } == (0..<10).map(Self.token))
+        withExtendedLifetime(cluster) {}
+        await simulator.stop()
+    }
+
     /// A worker killed while it wrote a spool file leaves a last line without its newline (or an empty file): on
     /// the next start the whole lines are produced, the cut one is left out, and both files go.
     @Test func aSpoolCutShortByACrashIsProducedWithoutItsPartialLine() async throws {
