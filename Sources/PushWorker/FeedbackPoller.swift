@@ -10,7 +10,8 @@ import Synchronization
 /// Polls each app's feedback service every `interval` (SPEC section 5). The service forgets what it sent, so every
 /// read's tuples are appended to a spool file and synced before the next read (a timeout, an I/O error, a shutdown
 /// or a crash mid-stream loses none that arrived); the file's events are then produced, and the file is removed
-/// once the broker has acknowledged every one. On start, spool files left by an earlier run are produced first.
+/// once the broker has acknowledged every one (a read that cannot be spooled is produced at once instead). On start,
+/// spool files left by an earlier run are produced first.
 ///
 /// One member of the consumer group polls (`isPoller`: the worker's rule is the member that holds partition 0 of
 /// the first input topic), so N replicas do not read the list N times; a member that becomes the poller polls at
@@ -150,7 +151,7 @@ public final class FeedbackPoller: Sendable {
         let remove: @Sendable () -> Void = { try? FileManager.default.removeItem(atPath: file) }
         var lines = LineSplitter(maxLine: Self.maxSpoolLine)
         var atEnd = false
-        reading: while !Task.isCancelled {
+        while !Task.isCancelled {
             let block: [UInt8]
             do {
                 block = try await reader.read(upTo: Self.spoolBlock)
