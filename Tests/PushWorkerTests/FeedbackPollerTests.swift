@@ -241,6 +241,28 @@ import Testing
         #expect(!result.partial)
     }
 
+    /// However a stream is cut into reads, the lines are the stream's own: its newline-separated pieces that are
+    /// neither empty nor over the limit, in order (checked over seeded random streams and cuts).
+    @Test(arguments: 0..<20 as Range<UInt64>) func anyCutIntoReadsGivesTheStreamsOwnLines(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        let alphabet = Array("abcdefgh\n\n".utf8)  // lines of 4 bytes on average, one in eight over the limit
+        let stream = (0..<Int.random(in: 0...400, using: &random)).map { _ in alphabet.randomElement(using: &random)! }
+        var expected = stream.split(separator: 0x0A, omittingEmptySubsequences: false).map(Array.init)
+        let partial = !(expected.last ?? []).isEmpty
+        expected.removeLast()  // what follows the last newline (empty when the stream ends in one)
+        expected = expected.filter { !$0.isEmpty && $0.count <= 8 }
+        var splitter = LineSplitter(maxLine: 8)
+        var lines: [[UInt8]] = []
+        var rest = stream[...]
+        while !rest.isEmpty {
+            let n = Int.random(in: 1...max(1, min(rest.count, 20)), using: &random)
+            lines += splitter.split(Array(rest.prefix(n)))
+            rest = rest.dropFirst(n)
+        }
+        #expect(lines == expected)
+        #expect(splitter.partial == partial)
+    }
+
     @Test func bytesAfterTheLastNewlineAreAPartialLine() {
         #expect(split(["ab\ncd"]).partial)
         #expect(split(["ab\ncd"]).lines == ["ab"])
