@@ -1,7 +1,8 @@
-"""A feedback spool left by an earlier run (a long list read while the broker was away): a worker produces it on
-start. Run through scripts/bench-spool. Prints the time from the worker's start to an empty spool directory and the
-worker's peak RSS then, next to the same worker started with no spool, and checks that the feedback topic gained
-every event."""
+"""A long feedback list. By default a spool left by an earlier run (a long list read while the broker was away),
+which a worker produces on start; with --visit, the simulator's feedback service holding the list, which the worker
+reads (spooling each read) and produces once it polls. Run through scripts/bench-spool. Prints the time from the
+worker's start until the feedback topic has gained every event and the spool directory is empty, and the worker's
+peak RSS then, next to the same worker with no list."""
 
 import os
 import sys
@@ -26,24 +27,26 @@ def feedback_end(servers):
     return high
 
 
-def run(binary, workdir, servers, gateway_port, feedback_port, events, timeout=600):
-    """Starts a worker with `events` spooled; returns (seconds until the spool is empty, peak RSS bytes)."""
+def run(binary, workdir, servers, gateway_port, feedback_port, spooled, expected, timeout=600):
+    """Starts a worker with `spooled` events in its spool; returns (seconds until the feedback topic has gained
+    `expected` events and the spool is empty, peak RSS bytes)."""
     os.makedirs(os.path.join(workdir, "spool"))
-    if events:
+    if spooled:
         with open(os.path.join(workdir, "spool", "1790000000000-%s-production.jsonl" % h.APP), "w") as f:
-            for n in range(events):
+            for n in range(spooled):
                 f.write(spool_line(n))
+    before = feedback_end(servers)
     http_port = h.free_port()
     config = h.worker_config(workdir, servers, gateway_port, feedback_port, http_port,
-                             instance=f"bench-spool-{events}", group_id=f"bench-spool-{events}")
+                             instance=f"bench-spool-{expected}", group_id=f"bench-spool-{expected}")
     worker = h.Worker(binary, config, workdir, http_port)
     began = time.time()
     spool = os.path.join(workdir, "spool")
-    while os.listdir(spool) or not worker.metrics():
+    while os.listdir(spool) or not worker.metrics() or feedback_end(servers) - before < expected:
         if worker.process.poll() is not None:
             raise SystemExit(f"the worker exited with {worker.process.returncode}; see {workdir}/worker.log")
         if time.time() - began > timeout:
-            raise SystemExit("the spool was not produced in time")
+            raise SystemExit(f"the feedback topic did not gain {expected} events in time; see {workdir}/worker.log")
         time.sleep(0.05)
     seconds = time.time() - began
     time.sleep(1)  # what follows the last acknowledgement (the producer's queue drained) counts too
@@ -53,7 +56,8 @@ def run(binary, workdir, servers, gateway_port, feedback_port, events, timeout=6
 
 
 def main():
-    args = h.bench_arguments(__doc__, "events", 500_000)
+    args = h.bench_arguments(__doc__, "events", 500_000, flags={"--visit": "the list in the feedback service, not a spool"})
+    kind = "listed" if args.visit else "spooled"
 
     workdir = tempfile.mkdtemp(prefix="bench-spool-")
     broker = h.Broker(workdir)
@@ -61,23 +65,29 @@ def main():
     try:
         servers = broker.start()
         broker.create_topics(6)
-        gateway_port, feedback_port = h.free_port(), h.free_port()
-        simulator = h.Simulator(args.binary, workdir, (), gateway_port, feedback_port)
         results = {}
-        for label, events in (("no spool", 0), ("spool", args.events)):
-            before = feedback_end(servers)
-            seconds, peak = run(args.binary, os.path.join(workdir, label.replace(" ", "-")), servers, gateway_port,
-                                feedback_port, events)
-            produced = feedback_end(servers) - before
-            if produced < events:
-                raise SystemExit(f"{label}: the feedback topic gained {produced} of {events} events")
-            results[label] = {"events": events, "seconds": round(seconds, 2), "peak_rss_mib": round(peak / 2**20, 1),
-                              "produced": produced}
-            print(f"{label}: {events} events spooled, produced {produced}, spool empty after {seconds:.2f} s, "
+        for label, events in (("no list", 0), (kind, args.events)):
+            run_dir = os.path.join(workdir, label.replace(" ", "-"))
+            os.makedirs(run_dir)
+            # A simulator per run: the service forgets a list once it has sent it.
+            feedback = []
+            if args.visit and events:
+                feedback = ["--feedback", os.path.join(run_dir, "feedback.txt")]
+                with open(feedback[1], "w") as f:
+                    for n in range(events):
+                        f.write(f"{h.token(n)} 1793491200\n")
+            if simulator:
+                simulator.stop()
+            simulator = h.Simulator(args.binary, run_dir, feedback)
+            seconds, peak = run(args.binary, run_dir, servers, simulator.gateway, simulator.feedback,
+                                0 if args.visit else events, events)
+            results[label] = {"events": events, "seconds": round(seconds, 2), "peak_rss_mib": round(peak / 2**20, 1)}
+            print(f"{label}: {events} events {kind}, all produced and the spool empty after {seconds:.2f} s, "
                   f"peak RSS {peak / 2**20:.1f} MiB", flush=True)
-        extra = results["spool"]["peak_rss_mib"] - results["no spool"]["peak_rss_mib"]
+        extra = results[kind]["peak_rss_mib"] - results["no list"]["peak_rss_mib"]
         size = len(spool_line(0)) * args.events / 2**20
-        print(f"peak RSS with the spool less without: +{extra:.1f} MiB for a {size:.0f} MiB spool of {args.events} events")
+        print(f"peak RSS with the list less without: +{extra:.1f} MiB for {args.events} events {kind} "
+              f"({size:.0f} MiB spooled)")
         h.write_results(args.json, results)
         return 0
     finally:

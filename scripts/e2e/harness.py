@@ -515,11 +515,13 @@ def tear_down(workdir, simulator, broker):
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def bench_arguments(description, count, default):
-    """A start-up benchmark's arguments: the worker's binary, how many of `count` to prepare, and where to write the
-    figures as JSON."""
+def bench_arguments(description, count, default, flags=None):
+    """A start-up benchmark's arguments: the worker's binary, how many of `count` to prepare, where to write the
+    figures as JSON, and the benchmark's own `flags` ({"--name": help})."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--binary", required=True)
     parser.add_argument(f"--{count}", type=int, default=default)
     parser.add_argument("--json", help="write the figures here as JSON")
+    for flag, text in (flags or {}).items():
+        parser.add_argument(flag, action="store_true", help=text)
     return parser.parse_args()
