@@ -57,14 +57,21 @@ public enum ReplayStart: Sendable, Equatable {
 }
 
 public enum Replay {
-    /// How long a replay waits, after reading its range, for what it sent to get an outcome; what has none then is
-    /// reported and left (the worker group's offsets never moved).
+    /// How long a replay waits by default, after reading a topic's range, for what it sent to get an outcome; what
+    /// has none then is reported and left (the worker group's offsets never moved).
     public static let drainDeadline: Duration = .seconds(120)
+
+    /// What a replay did: the pipeline's counts over every topic, and how many notifications got no outcome within
+    /// the drain deadline (no accepted, no error event: a replay with any is not complete).
+    public struct Result: Sendable {
+        public var counts = PipelineCounts()
+        public var withoutOutcome = 0
+    }
 
     /// Replays every input topic's range; returns what the pipeline did.
     public static func run(
-        configuration: WorkerConfiguration, start: ReplayStart, logger: Logger
-    ) async throws -> PipelineCounts {
+        configuration: WorkerConfiguration, start: ReplayStart, drainDeadline: Duration = drainDeadline, logger: Logger
+    ) async throws -> Result {
         try start.requireInputTopics(configuration.kafka.inputTopics)
         let properties = KafkaClientProperties(
             brokers: configuration.kafka.brokers, common: configuration.kafka.properties,
@@ -72,7 +79,7 @@ public enum Replay {
         // Every certificate and key loads before anything touches Kafka; a failure names its key.
         let endpoints = try configuration.loadCredentials().map(\.endpoint)
         let producer = try KafkaProducer(properties: properties.producerProperties, logger: logger)
-        var total = PipelineCounts()
+        var result = Result()
         // Suppression applies to a replay as to the worker: the topic is read whole first, then followed.
         let suppression = try await onOwnThread("kafka-open") { () throws(ConfigurationError) in
             try SuppressionService.open(configuration, properties: properties, logger: logger)
@@ -109,13 +116,14 @@ public enum Replay {
                     ])
                 }
                 let c = pipeline.snapshot
-                total.consumed += c.consumed
-                total.submitted += c.submitted
-                total.accepted += c.accepted
-                total.errorsByReason.merge(c.errorsByReason, uniquingKeysWith: +)
+                result.counts.consumed += c.consumed
+                result.counts.submitted += c.submitted
+                result.counts.accepted += c.accepted
+                result.counts.errorsByReason.merge(c.errorsByReason, uniquingKeysWith: +)
+                result.withoutOutcome += unsettled
             }
         }
-        return total
+        return result
     }
 
     /// Moves the worker group's committed offsets to where the range starts, so that the (stopped) workers consume

@@ -15,7 +15,7 @@ struct ReplayCommand: AsyncParsableCommand {
             offsets that were the end when the replay started. Expired events are reported on the delivery-error \\
             topic, not sent. The worker group's committed offsets do not move; with --reset-group nothing is \\
             replayed here: the (stopped) group's offsets are set to the start of the range instead. Prints a \\
-            JSON summary.
+            JSON summary; exits 1 when any notification got no outcome within --drain-deadline.
             """
     )
 
@@ -34,9 +34,13 @@ struct ReplayCommand: AsyncParsableCommand {
     @Flag(help: "Set the worker group's committed offsets to the start of the range instead of replaying.")
     var resetGroup = false
 
+    @Option(help: "Seconds to wait, after reading a topic's range, for what was sent to get an outcome.")
+    var drainDeadline = 120
+
     func validate() throws {
         let chosen = (fromTimestamp != nil ? 1 : 0) + (fromOffset.isEmpty ? 0 : 1) + (toEarliest ? 1 : 0)
         guard chosen == 1 else { throw ValidationError("give exactly one of --from-timestamp, --from-offset, --to-earliest") }
+        guard drainDeadline > 0 else { throw ValidationError("--drain-deadline: must be at least 1 second") }
         _ = try start()
     }
 
@@ -78,9 +82,15 @@ struct ReplayCommand: AsyncParsableCommand {
                 printLine("{\"group\": \(JSONWriter.quoted(configuration.kafka.groupID)), \"offsets\": {\(list)}}")
                 return
             }
-            let counts = try await Replay.run(configuration: configuration, start: try start(), logger: logger)
+            let result = try await Replay.run(
+                configuration: configuration, start: try start(), drainDeadline: .seconds(drainDeadline), logger: logger)
+            let counts = result.counts
             let errors = counts.errorsByReason.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\"\($0.key.rawValue)\": \($0.value)" }.joined(separator: ", ")
-            printLine("{\"replayed\": \(counts.consumed), \"accepted\": \(counts.accepted), \"errors\": {\(errors)}}")
+            printLine("{\"replayed\": \(counts.consumed), \"accepted\": \(counts.accepted), \"errors\": {\(errors)}, \"without_outcome\": \(result.withoutOutcome)}")
+            guard result.withoutOutcome == 0 else {
+                throw CLIError.failure(
+                    "replay incomplete: \(result.withoutOutcome) notifications got no outcome within \(drainDeadline) s (the gateway down?); replay their range again")
+            }
         } catch let error as CLIError {
             throw error
         } catch let error as ConfigurationError {

@@ -239,6 +239,31 @@ func produceEvents(_ servers: String, _ values: [String]) async throws {
         #expect(recorded == [fine])
     }
 
+    /// A replay whose notifications cannot get an outcome (the gateway is gone) says how many in its summary and
+    /// exits 1 once its drain deadline has passed: it is not complete, and whoever runs it must know.
+    @Test func aReplayLeavingNotificationsWithoutAnOutcomeSaysSoAndExitsOne() async throws {
+        let broker = try Broker()
+        defer { broker.stop() }
+        let servers = broker.bootstrapServers
+        try KafkaAdmin.createTopics(bootstrapServers: servers, [("notifications", 1), ("notification-errors", 1)])
+        let folder = NSTemporaryDirectory() + "replay-incomplete-\(getpid())"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        // The configuration names the simulator's gateway; the simulator is then gone: every connection is refused.
+        let simulator = try Self.simulatorAndConfiguration(folder: folder, servers: servers, extra: "")
+        simulator.killNow()
+        try await produceEvents(servers, (0..<5).map {
+            #"{"id":"gone-\#($0)","app":"com.example.app","token":"\#(String(format: "%064x", 0x4000 + $0))","payload":{"aps":{"alert":"x"}}}"#
+        })
+        let replay = try Child(
+            BuiltExecutable.path("pushworker"), ["replay", "--config", "\(folder)/worker.yaml", "--to-earliest", "--drain-deadline", "2"])
+        let summary = try JSONValue(parsing: replay.readLine())
+        #expect(replay.wait() == 1)
+        #expect(summary["replayed"] == JSONValue.number(5))
+        #expect(summary["accepted"] == JSONValue.number(0))
+        #expect(summary["without_outcome"] == JSONValue.number(5))
+    }
+
     @Test func aTimeRangeIsResentExactlyAndTheGroupsOffsetsStay() async throws {
         let broker = try Broker()
         defer { broker.stop() }
