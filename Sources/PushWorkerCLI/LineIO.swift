@@ -10,6 +10,8 @@ struct LineReader {
     private let fd: Int32
     private var buffer: [UInt8] = []
     private var start = 0
+    /// `buffer[start..<scanned]` holds no newline: a line longer than a read is searched once, not once per read.
+    private var scanned = 0
     private var eof = false
     private let ownsDescriptor: Bool
 
@@ -33,11 +35,13 @@ struct LineReader {
     /// The next line without its `\n`, or nil at the end of the input.
     mutating func next() throws(CLIError) -> ArraySlice<UInt8>? {
         while true {
-            if let newline = buffer[start...].firstIndex(of: 0x0A) {
+            if let newline = buffer[max(start, scanned)...].firstIndex(of: 0x0A) {
                 let line = buffer[start..<newline]
                 start = newline + 1
+                scanned = start
                 return line
             }
+            scanned = buffer.count
             if eof {
                 guard start < buffer.count else { return nil }
                 let line = buffer[start...]
@@ -46,6 +50,7 @@ struct LineReader {
             }
             if start > 0 {
                 buffer.removeFirst(start)
+                scanned -= start
                 start = 0
             }
             let chunk = 1 << 16

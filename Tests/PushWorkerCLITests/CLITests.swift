@@ -144,6 +144,21 @@ import Testing
         #expect(try run(["validate"], input: "nope\n").status == 1)
     }
 
+    /// Lines longer than a read (64 KiB) arrive whole and keep their numbers, wherever the reads cut them.
+    @Test func linesLongerThanAReadAreJudgedWholeWithTheirNumbers() throws {
+        let valid = #"{"id":"v","app":"x","token":"ab","payload":{"aps":{}}}"#
+        let long = #"{"id":"long","app":"x","token":"ab","payload":{"aps":{},"pad":""# + String(repeating: "a", count: 200_000) + #""}}"#
+        // From a file: standard input is written whole before the output is read, too much for a pipe's buffer.
+        let path = NSTemporaryDirectory() + "long-lines-\(getpid()).jsonl"
+        try ([long, valid, "", long].joined(separator: "\n") + "\n" + valid).write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let result = try run(["validate", path])
+        let lines = result.output.split(separator: "\n").map { try! JSONValue(parsing: String($0)) }
+        #expect(lines.map { $0["line"] } == [1, 2, 4, 5].map { JSONValue.number(Double($0)) })
+        #expect(lines.map { $0["id"] } == ["long", "v", "long", "v"].map(JSONValue.string))
+        #expect(lines.map { $0["reason"] } == [JSONValue.string("payload_too_large"), nil, .string("payload_too_large"), nil])
+    }
+
     @Test func helpExitsZero() throws {
         let help = try run(["--help"])
         #expect(help.status == 0)
