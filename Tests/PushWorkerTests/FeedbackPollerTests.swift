@@ -28,6 +28,21 @@ import Testing
         return (cluster, properties, producer, poller)
     }
 
+    /// A simulator whose feedback service lists tuples 0..<`tuples` (stalling after `stallAfter` of them, if given),
+    /// and an app of `environment` pointed at it.
+    static func feedbackService(
+        tuples: Int, stallAfter: Int? = nil, environment: APNsEnvironment = .production, logger: Logger
+    ) async throws -> (GatewaySimulator, AppEndpoint) {
+        var configuration = SimulatorConfiguration.testPKI
+        configuration.feedback = try FeedbackEntry.parseFile(
+            (0..<tuples).map { "\(token($0)) \(1_700_000_000 + $0)" }.joined(separator: "\n"))
+        configuration.feedbackStallAfter = stallAfter
+        let simulator = try GatewaySimulator(configuration: configuration, logger: logger)
+        let addresses = try await simulator.start()
+        return (simulator, AppEndpoint.testBinary(
+            gatewayPort: addresses.gatewayPort, feedbackPort: addresses.feedbackPort, environment: environment))
+    }
+
     /// A new, empty spool directory.
     static func spoolDirectory() throws -> String {
         let spool = NSTemporaryDirectory() + "feedback-spool-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
@@ -60,13 +75,7 @@ import Testing
         var quiet = Logger(label: "test")
         quiet.logLevel = .critical
         // Ten tuples in the list; the service sends four, then stalls until the client gives up.
-        var simulatorConfiguration = SimulatorConfiguration.testPKI
-        simulatorConfiguration.feedback = try FeedbackEntry.parseFile(
-            (0..<10).map { "\(Self.token($0)) \(1_700_000_000 + $0)" }.joined(separator: "\n"))
-        simulatorConfiguration.feedbackStallAfter = 4
-        let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: quiet)
-        let addresses = try await simulator.start()
-        let endpoint = AppEndpoint.testBinary(gatewayPort: addresses.gatewayPort, feedbackPort: addresses.feedbackPort, environment: .production)
+        let (simulator, endpoint) = try await Self.feedbackService(tuples: 10, stallAfter: 4, logger: quiet)
         let spool = try Self.spoolDirectory()
         defer { try? FileManager.default.removeItem(atPath: spool) }
         func spoolLines() -> [String] {
@@ -120,12 +129,7 @@ import Testing
     @Test func tuplesThatCannotBeSpooledAreProducedAtOnce() async throws {
         var quiet = Logger(label: "test")
         quiet.logLevel = .critical
-        var simulatorConfiguration = SimulatorConfiguration.testPKI
-        simulatorConfiguration.feedback = try FeedbackEntry.parseFile(
-            (0..<10).map { "\(Self.token($0)) \(1_700_000_000 + $0)" }.joined(separator: "\n"))
-        let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: quiet)
-        let addresses = try await simulator.start()
-        let endpoint = AppEndpoint.testBinary(gatewayPort: addresses.gatewayPort, feedbackPort: addresses.feedbackPort, environment: .production)
+        let (simulator, endpoint) = try await Self.feedbackService(tuples: 10, logger: quiet)
         let blocker = try Self.spoolDirectory() + "/not-a-directory"
         try Data("x".utf8).write(to: URL(fileURLWithPath: blocker))
         defer { try? FileManager.default.removeItem(atPath: (blocker as NSString).deletingLastPathComponent) }
@@ -187,11 +191,7 @@ import Testing
     @Test func feedbackTuplesSuppressTheirTokens() async throws {
         var quiet = Logger(label: "test")
         quiet.logLevel = .critical
-        var simulatorConfiguration = SimulatorConfiguration.testPKI
-        simulatorConfiguration.feedback = try FeedbackEntry.parseFile((0..<3).map { "\(Self.token($0)) \(1_700_000_000 + $0)" }.joined(separator: "\n"))
-        let simulator = try GatewaySimulator(configuration: simulatorConfiguration, logger: quiet)
-        let addresses = try await simulator.start()
-        let endpoint = AppEndpoint.testBinary(gatewayPort: addresses.gatewayPort, feedbackPort: addresses.feedbackPort, environment: .sandbox)
+        let (simulator, endpoint) = try await Self.feedbackService(tuples: 3, environment: .sandbox, logger: quiet)
         let spool = NSTemporaryDirectory() + "feedback-spool-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         defer { try? FileManager.default.removeItem(atPath: spool) }
         let cluster = try KafkaMockCluster()
