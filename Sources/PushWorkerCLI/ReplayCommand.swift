@@ -40,7 +40,10 @@ struct ReplayCommand: AsyncParsableCommand {
     func validate() throws {
         let chosen = (fromTimestamp != nil ? 1 : 0) + (fromOffset.isEmpty ? 0 : 1) + (toEarliest ? 1 : 0)
         guard chosen == 1 else { throw ValidationError("give exactly one of --from-timestamp, --from-offset, --to-earliest") }
-        guard drainDeadline > 0 else { throw ValidationError("--drain-deadline: must be at least 1 second") }
+        // A week at most: a number near Int.max would overflow the clock's arithmetic.
+        guard (1...604_800).contains(drainDeadline) else {
+            throw ValidationError("--drain-deadline: must be 1 to 604800 seconds, not \(drainDeadline)")
+        }
         _ = try start()
     }
 

@@ -23,6 +23,13 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "Seconds to finish in-flight work on SIGTERM/SIGINT.")
     var shutdownDeadline = 25
 
+    func validate() throws {
+        // A day at most: longer is no deadline, and a number near Int.max would overflow the clock's arithmetic.
+        guard (0...86_400).contains(shutdownDeadline) else {
+            throw ValidationError("--shutdown-deadline: must be 0 to 86400 seconds, not \(shutdownDeadline)")
+        }
+    }
+
     func run() async throws {
         let configuration = try loadConfiguration(config)
         bootstrapLogging(configuration)

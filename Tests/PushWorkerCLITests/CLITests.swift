@@ -134,6 +134,20 @@ import Testing
         #expect(try run(arguments).status == 2)
     }
 
+    /// Deadlines are checked before the configuration is read (the file here does not exist): out of range, the
+    /// message names the option. Near Int.max a deadline would overflow the clock's arithmetic and trap.
+    @Test(arguments: [
+        (["run", "--config", "/nonexistent/pushworker.yaml", "--shutdown-deadline", "9223372036854775807"], "--shutdown-deadline"),
+        (["run", "--config", "/nonexistent/pushworker.yaml", "--shutdown-deadline=-1"], "--shutdown-deadline"),
+        (["replay", "--config", "/nonexistent/pushworker.yaml", "--to-earliest", "--drain-deadline", "9223372036854775807"], "--drain-deadline"),
+        (["replay", "--config", "/nonexistent/pushworker.yaml", "--to-earliest", "--drain-deadline", "0"], "--drain-deadline"),
+    ])
+    func deadlinesOutOfRangeExitTwoNamingTheOption(arguments: [String], option: String) throws {
+        let result = try run(arguments)
+        #expect(result.status == 2)
+        #expect(result.errors.contains("\(option): must be"), "\(result.errors)")
+    }
+
     @Test func validateExitsOneForAnInvalidOrExpiredEventAndZeroOtherwise() throws {
         let valid = #"{"id":"v","app":"x","token":"ab","payload":{"aps":{}},"expiration":2000}"#
         let ok = try run(["validate", "--now", "1000"], input: valid + "\n")
