@@ -67,6 +67,11 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "API: the SETTINGS_MAX_CONCURRENT_STREAMS of a connection.") var maxConcurrentStreams = 1000
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "notice"
 
+    /// The longest delay an option takes: an hour.
+    static let maxDelayMs = 3_600_000
+    /// The longest time in seconds an option takes: a year.
+    static let maxSeconds = 31_536_000
+
     func validate() throws {
         for (name, value) in [("--shutdown-every", shutdownEvery), ("--close-every", closeEvery), ("--goaway-every", goawayEvery)] {
             if let value, value < 1 { throw ValidationError("\(name) must be at least 1") }
@@ -75,17 +80,18 @@ struct SimulateCommand: AsyncParsableCommand {
         guard (0...1).contains(rate429) else { throw ValidationError("--rate-429 must be between 0 and 1") }
         if let tokenRate, tokenRate < 1 { throw ValidationError("--token-rate must be at least 1") }
         guard (0...1).contains(rate503) else { throw ValidationError("--rate-503 must be between 0 and 1") }
-        guard responseDelayMs >= 0 else { throw ValidationError("--response-delay-ms must not be negative") }
-        guard tokenLifetimeS >= 3 else { throw ValidationError("--token-lifetime-s must be at least 3") }
+        // Upper bounds keep every delay inside what the event loops' timers can count (nanoseconds in 64 bits).
+        guard (0...Self.maxDelayMs).contains(responseDelayMs) else { throw ValidationError("--response-delay-ms must be 0 to \(Self.maxDelayMs)") }
+        guard (3...Int64(Self.maxSeconds)).contains(tokenLifetimeS) else { throw ValidationError("--token-lifetime-s must be 3 to \(Self.maxSeconds)") }
         guard (1...Int(Int32.max)).contains(maxConcurrentStreams) else { throw ValidationError("--max-concurrent-streams must be at least 1") }
         if let apiPort, !(0...65535).contains(apiPort) { throw ValidationError("ports are 0...65535") }
         if tokenKey != nil, teamID == nil || keyID == nil { throw ValidationError("--token-key needs --team-id and --key-id") }
         if apiPort == nil, tokenKey != nil || unregistered != nil { throw ValidationError("--token-key and --unregistered need --api-port") }
-        guard readDelayMs >= 0 else { throw ValidationError("--read-delay-ms must not be negative") }
-        guard errorDelayMs >= 0 else { throw ValidationError("--error-delay-ms must not be negative") }
+        guard (0...Self.maxDelayMs).contains(readDelayMs) else { throw ValidationError("--read-delay-ms must be 0 to \(Self.maxDelayMs)") }
+        guard (0...Self.maxDelayMs).contains(errorDelayMs) else { throw ValidationError("--error-delay-ms must be 0 to \(Self.maxDelayMs)") }
         guard refuseConnections >= 0 else { throw ValidationError("--refuse-connections must not be negative") }
         if let feedbackStallAfter, feedbackStallAfter < 0 { throw ValidationError("--feedback-stall-after must not be negative") }
-        guard unregisteredAfterS >= 0 else { throw ValidationError("--unregistered-after-s must not be negative") }
+        guard (0...Self.maxSeconds).contains(unregisteredAfterS) else { throw ValidationError("--unregistered-after-s must be 0 to \(Self.maxSeconds)") }
         guard (0...65535).contains(gatewayPort), (0...65535).contains(feedbackPort) else { throw ValidationError("ports are 0...65535") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
     }

@@ -148,6 +148,16 @@ import Testing
         #expect(result.errors.contains("\(option): must be"), "\(result.errors)")
     }
 
+    /// The simulator's delays and times, past what its timers can count, exit 2 naming the option (checked before
+    /// its certificates are read: these files do not exist).
+    @Test(arguments: ["--read-delay-ms", "--error-delay-ms", "--response-delay-ms", "--token-lifetime-s", "--unregistered-after-s"])
+    func simulatorDelaysOutOfRangeExitTwoNamingTheOption(option: String) throws {
+        let result = try run(["simulate", "--cert", "/nonexistent/c.pem", "--key", "/nonexistent/k.pem", "--ca", "/nonexistent/ca.pem",
+                              option, "9223372036854775807"])
+        #expect(result.status == 2)
+        #expect(result.errors.contains("\(option) must be"), "\(result.errors)")
+    }
+
     @Test func validateExitsOneForAnInvalidOrExpiredEventAndZeroOtherwise() throws {
         let valid = #"{"id":"v","app":"x","token":"ab","payload":{"aps":{}},"expiration":2000}"#
         let ok = try run(["validate", "--now", "1000"], input: valid + "\n")
