@@ -102,7 +102,7 @@ public final class FeedbackPoller: Sendable {
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         let name = "\(spool)/\(now)-\(endpoint.app)-\(endpoint.environment.rawValue).jsonl"
         let file = SpoolFile(path: name)
-        let unspooled = Tally()
+        let unspooled = SharedCount()
         do {
             var client = try FeedbackClient(endpoint: endpoint)
             client.timeout = readTimeout
@@ -114,7 +114,12 @@ public final class FeedbackPoller: Sendable {
                     ).json()
                 }
                 do {
-                    try await file.append(events.flatMap { $0 + [0x0A] }, count: tuples.count)
+                    var lines: [UInt8] = []
+                    for event in events {
+                        lines += event
+                        lines.append(0x0A)
+                    }
+                    try await file.append(lines, count: tuples.count)
                 } catch {
                     logger.error("cannot write the feedback spool: producing this read's events without it", metadata: [
                         "file": "\(name)", "error": "\(error)", "tuples": "\(tuples.count)",
@@ -147,7 +152,7 @@ public final class FeedbackPoller: Sendable {
     private func produce(file: String) async {
         guard let reader = try? await SpoolReader(path: file) else { return }
         // The reading holds one count until it reaches the end; every record queued adds one.
-        let remaining = Countdown(1)
+        let remaining = SharedCount(1)
         let remove: @Sendable () -> Void = { try? FileManager.default.removeItem(atPath: file) }
         var lines = LineSplitter(maxLine: Self.maxSpoolLine)
         var atEnd = false
@@ -365,17 +370,11 @@ struct SpoolError: Error, CustomStringConvertible {
     var description: String { "\(path): \(String(cString: strerror(errno)))" }
 }
 
-/// Counts up from several threads.
-final class Tally: Sendable {
-    private let value = Atomic<Int>(0)
-    func add(_ count: Int) { value.add(count, ordering: .relaxed) }
-    var count: Int { value.load(ordering: .relaxed) }
-}
-
-/// Counts down to zero from several threads; `tick` says when it got there.
-final class Countdown: Sendable {
+/// A count shared by several threads: added to, and counted down to zero (`tick` says when it got there).
+final class SharedCount: Sendable {
     private let value: Atomic<Int>
-    init(_ count: Int) { value = Atomic(count) }
+    init(_ count: Int = 0) { value = Atomic(count) }
+    var count: Int { value.load(ordering: .relaxed) }
     func add(_ count: Int) { value.add(count, ordering: .relaxed) }
     func tick() -> Bool { value.subtract(1, ordering: .relaxed).newValue == 0 }
 }
