@@ -13,9 +13,8 @@ import Synchronization
 /// after its first byte, and close at once any connection beyond `maxConnections`: a client that sends without
 /// reading holds one answer in memory, and clients that never let go (or trickle a request a byte at a time) can
 /// neither take the file descriptors the worker needs for Kafka and the gateway nor keep a scraper or a probe out.
-/// The idle time (90 s) is longer than
-/// the usual scrape intervals, so that a scraper polling once a minute keeps its connection rather than meeting its
-/// close.
+/// The idle time (90 s) is longer than the usual scrape intervals, so that a scraper polling once a minute keeps its
+/// connection rather than meeting its close.
 public final class HTTPEndpoints: Sendable {
     public typealias Readiness = @Sendable () -> (ready: Bool, detail: String)
 
