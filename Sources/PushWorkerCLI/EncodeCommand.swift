@@ -21,7 +21,8 @@ struct EncodeCommand: AsyncParsableCommand {
             control characters, or starts with a quote, is printed as a JSON string; '-' stands for a missing id.
             Every event (valid or not) takes the next identifier, starting at --identifier-start. An event with no
             expiration gets --now plus --default-ttl, as the worker gives it the Kafka record's timestamp plus the
-            configured default time-to-live. Blank lines are skipped. Exits 1 if any event is invalid.
+            configured default time-to-live. Blank lines are skipped. Exits 1 if any event is invalid, or if the
+            output cannot be written.
             """
     )
 
@@ -59,11 +60,11 @@ struct EncodeCommand: AsyncParsableCommand {
             if isBlank(line) { continue }
             let result = encoder.encode(line, identifier: identifier)
             anyInvalid = anyInvalid || !result.ok
-            output.write(result.line)
-            output.write("\n")
+            try output.write(result.line)
+            try output.write("\n")
             identifier &+= 1
         }
-        output.flush()
+        try output.flush()
         if anyInvalid { throw ExitCode.failure }
     }
 }

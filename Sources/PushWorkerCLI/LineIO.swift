@@ -64,32 +64,40 @@ struct LineReader {
     }
 }
 
-/// Buffered standard output.
+/// Buffered standard output. Output that cannot be written (a full disk, a closed descriptor) is an error, not a
+/// silently shorter result: ``write(_:)`` and ``flush()`` throw once a write fails.
 struct OutputWriter {
     private var buffer: [UInt8] = []
+    private let fd: Int32
 
-    init() { buffer.reserveCapacity(1 << 16) }
+    init(fd: Int32 = 1) {
+        self.fd = fd
+        buffer.reserveCapacity(1 << 16)
+    }
 
-    mutating func write(_ text: String) {
+    mutating func write(_ text: String) throws(CLIError) {
         buffer.append(contentsOf: text.utf8)
-        if buffer.count >= 1 << 16 { flush() }
+        if buffer.count >= 1 << 16 { try flush() }
     }
 
-    mutating func write(bytes: [UInt8]) {
+    mutating func write(bytes: [UInt8]) throws(CLIError) {
         buffer.append(contentsOf: bytes)
-        if buffer.count >= 1 << 16 { flush() }
+        if buffer.count >= 1 << 16 { try flush() }
     }
 
-    mutating func flush() {
-        buffer.withUnsafeBytes { raw in
+    mutating func flush() throws(CLIError) {
+        let failure: Int32? = buffer.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {
-                let n = Glibc.write(1, raw.baseAddress! + offset, raw.count - offset)
-                if n <= 0 { return }
+                let n = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { return n < 0 ? errno : EIO }
                 offset += n
             }
+            return nil
         }
         buffer.removeAll(keepingCapacity: true)
+        if let failure { throw CLIError.failure("cannot write the output: \(String(cString: strerror(failure)))") }
     }
 }
 

@@ -55,6 +55,7 @@ enum StandardError {
             var offset = 0
             while offset < bytes.count {
                 let n = Glibc.write(2, bytes.baseAddress! + offset, bytes.count - offset)
+                if n < 0 && errno == EINTR { continue }
                 if n <= 0 { return }
                 offset += n
             }

@@ -20,7 +20,7 @@ struct ValidateCommand: AsyncParsableCommand {
             "id" is null when none could be read. Blank lines are skipped but counted. Exits 1 if any event is
             invalid. The payload limit is that of --format (frame: 2048 bytes, enhanced and simple: 256; http2:
             4096, 5120 for push type voip, and priority 1 is allowed). An event whose expiration is before --now is
-            "expired", as the worker would report it.
+            "expired", as the worker would report it. Output that cannot be written exits 1.
             """
     )
 
@@ -46,10 +46,10 @@ struct ValidateCommand: AsyncParsableCommand {
             if isBlank(line) { continue }
             let verdict = ValidateCommand.verdict(line: lineNumber, event: line, decoder: decoder, now: now)
             anyInvalid = anyInvalid || !verdict.valid
-            output.write(bytes: verdict.json)
-            output.write("\n")
+            try output.write(bytes: verdict.json)
+            try output.write("\n")
         }
-        output.flush()
+        try output.flush()
         if anyInvalid { throw ExitCode.failure }
     }
 

@@ -72,8 +72,12 @@ import Testing
 
 /// The exit statuses of the real binary (SPEC: 0 success, 1 failure, 2 usage or configuration).
 @Suite struct ExitStatusTests {
-    /// Runs `pushworker` with `arguments` (standard input: `input`) and returns its exit status and output.
-    func run(_ arguments: [String], input: String = "") throws -> (status: Int32, output: String, errors: String) {
+    /// Runs `pushworker` with `arguments` (standard input: `input`) and returns its exit status and output. The
+    /// output is read while the input is written, so neither pipe's buffer limits their sizes. With `output` given,
+    /// standard output goes there instead (and the returned output is empty).
+    func run(
+        _ arguments: [String], input: String = "", output: FileHandle? = nil
+    ) throws -> (status: Int32, output: String, errors: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: BuiltExecutable.path("pushworker"))
         process.arguments = arguments
@@ -81,17 +85,20 @@ import Testing
         let stdout = Pipe()
         let stderr = Pipe()
         process.standardInput = stdin
-        process.standardOutput = stdout
+        process.standardOutput = output ?? stdout
         process.standardError = stderr
         try process.run()
         let errors = PipeReader(stderr.fileHandleForReading)
-        stdin.fileHandleForWriting.write(Data(input.utf8))
+        let printed = output == nil ? PipeReader(stdout.fileHandleForReading) : nil
+        // A command that fails stops reading: the rest of the input meets a closed pipe (EPIPE, not a signal).
+        signal(SIGPIPE, SIG_IGN)
+        try? stdin.fileHandleForWriting.write(contentsOf: Data(input.utf8))
         try stdin.fileHandleForWriting.close()
-        let output = stdout.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
+        let outputText = String(decoding: printed?.readToEnd() ?? Data(), as: UTF8.self)
         let errorText = String(decoding: errors.readToEnd(), as: UTF8.self)
         #expect(process.terminationReason == .exit, "\(arguments) died of a signal")
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self), errorText)
+        return (process.terminationStatus, outputText, errorText)
     }
 
     @Test func runNamesAKeyThatDoesNotLoadBeforeItTouchesKafka() throws {
@@ -168,19 +175,38 @@ import Testing
         #expect(try run(["validate"], input: "nope\n").status == 1)
     }
 
-    /// Lines longer than a read (64 KiB) arrive whole and keep their numbers, wherever the reads cut them.
+    /// Lines longer than a read (64 KiB) arrive whole and keep their numbers, wherever the reads cut them, from a
+    /// file and from standard input.
     @Test func linesLongerThanAReadAreJudgedWholeWithTheirNumbers() throws {
         let valid = #"{"id":"v","app":"x","token":"ab","payload":{"aps":{}}}"#
         let long = #"{"id":"long","app":"x","token":"ab","payload":{"aps":{},"pad":""# + String(repeating: "a", count: 200_000) + #""}}"#
-        // From a file: standard input is written whole before the output is read, too much for a pipe's buffer.
+        let input = [long, valid, "", long].joined(separator: "\n") + "\n" + valid
         let path = NSTemporaryDirectory() + "long-lines-\(getpid()).jsonl"
-        try ([long, valid, "", long].joined(separator: "\n") + "\n" + valid).write(toFile: path, atomically: true, encoding: .utf8)
+        try input.write(toFile: path, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let result = try run(["validate", path])
-        let lines = result.output.split(separator: "\n").map { try! JSONValue(parsing: String($0)) }
-        #expect(lines.map { $0["line"] } == [1, 2, 4, 5].map { JSONValue.number(Double($0)) })
-        #expect(lines.map { $0["id"] } == ["long", "v", "long", "v"].map(JSONValue.string))
-        #expect(lines.map { $0["reason"] } == [JSONValue.string("payload_too_large"), nil, .string("payload_too_large"), nil])
+        for result in [try run(["validate", path]), try run(["validate"], input: input)] {
+            let lines = result.output.split(separator: "\n").map { try! JSONValue(parsing: String($0)) }
+            #expect(lines.map { $0["line"] } == [1, 2, 4, 5].map { JSONValue.number(Double($0)) })
+            #expect(lines.map { $0["id"] } == ["long", "v", "long", "v"].map(JSONValue.string))
+            #expect(lines.map { $0["reason"] } == [JSONValue.string("payload_too_large"), nil, .string("payload_too_large"), nil])
+        }
+    }
+
+    /// Output that cannot be written (here a full device) fails the command, naming why, instead of leaving a
+    /// shorter result behind a success: with little output (written at the end) and with more than the buffer.
+    @Test(arguments: [1, 5_000])
+    func anOutputThatCannotBeWrittenExitsOne(events: Int) throws {
+        let valid = #"{"id":"v","app":"x","token":"ab","payload":{"aps":{}}}"#
+        let input = String(repeating: valid + "\n", count: events)
+        for command in [["validate"], ["encode", "--now", "1000"]] {
+            let full = try #require(FileHandle(forWritingAtPath: "/dev/full"))
+            defer { try? full.close() }
+            let result = try run(command, input: input, output: full)
+            #expect(result.status == 1, "\(command)")
+            #expect(result.errors.contains("cannot write the output: No space left on device"), "\(command): \(result.errors)")
+            // The same input to a pipe succeeds: the failure is the output's.
+            #expect(try run(command, input: input).status == 0)
+        }
     }
 
     @Test func helpExitsZero() throws {
