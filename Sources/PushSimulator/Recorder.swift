@@ -1,3 +1,4 @@
+import Logging
 import NIOPosix
 import PushCore
 import Synchronization
@@ -125,7 +126,8 @@ public struct RecordedRequest: Hashable, Sendable {
 }
 
 /// Writes the record file (JSON lines) off the event loops, on one thread of its own, in order, in large writes;
-/// optionally keeps the records in memory as well.
+/// optionally keeps the records in memory as well. Lines that cannot be written (a full disk) are counted in
+/// ``linesLost`` and logged once, never dropped without a word: the file is what a test or a user counts deliveries by.
 final class Recorder: Sendable {
     private struct Pending {
         var bytes: [UInt8] = []
@@ -137,10 +139,15 @@ final class Recorder: Sendable {
     private let descriptor: Int32?
     private let keepInMemory: Bool
     private let writer: NIOThreadPool
+    private let lost = Atomic<Int>(0)
+    private let logger: Logger
     static let writeThreshold = 256 * 1024
 
     /// Opens (truncating) the record file; throws when it cannot be created.
-    init(path: String?, keepInMemory: Bool) throws(SimulatorInputError) {
+    init(
+        path: String?, keepInMemory: Bool, logger: Logger = Logger(label: "pushworker.simulator")
+    ) throws(SimulatorInputError) {
+        self.logger = logger
         if let path {
             let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
             guard fd >= 0 else { throw SimulatorInputError("cannot open the record file \(path): \(String(cString: strerror(errno)))") }
@@ -195,8 +202,11 @@ final class Recorder: Sendable {
 
     private func submit(_ batch: [UInt8]) {
         guard let fd = descriptor else { return }
-        writer.submit { _ in Recorder.writeAll(fd, batch) }
+        writer.submit { [self] _ in write(fd, batch) }
     }
+
+    /// Lines of the record file that could not be written, since the start.
+    var linesLost: Int { lost.load(ordering: .relaxed) }
 
     /// Writes out whatever is pending and waits until the file has it.
     func flush() async {
@@ -207,7 +217,7 @@ final class Recorder: Sendable {
         }
         guard !batch.isEmpty else { return }
         do {
-            try await writer.runIfActive { Recorder.writeAll(fd, batch) }
+            try await writer.runIfActive { [self] in write(fd, batch) }
         } catch {
             // Not written (the flushing task was cancelled, for one): back in front of whatever came since, for the
             // next flush; close() flushes last.
@@ -224,15 +234,28 @@ final class Recorder: Sendable {
 
     var records: [RecordedNotification] { pending.withLock { $0.records } }
 
-    private static func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
+    /// Writes `bytes` (whole lines) on the writer thread; counts the lines from the first byte not written on.
+    private func write(_ fd: Int32, _ bytes: [UInt8]) {
+        guard let (written, error) = Recorder.writeAll(fd, bytes) else { return }
+        let lines = bytes[written...].reduce(0) { $1 == 0x0A ? $0 + 1 : $0 }
+        if lost.wrappingAdd(lines, ordering: .relaxed).oldValue == 0 {
+            logger.error("cannot write the record file: its lines are lost from here on while this lasts (the summary's record_lines_lost counts them)", metadata: [
+                "error": "\(String(cString: strerror(error)))",
+            ])
+        }
+    }
+
+    /// Writes `bytes` whole, or returns how many were written and the error that stopped the rest.
+    private static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> (written: Int, error: Int32)? {
         bytes.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {
-                let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
+                let n = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
                 if n < 0 && errno == EINTR { continue }
-                if n <= 0 { return }
+                if n <= 0 { return (offset, n < 0 ? errno : EIO) }
                 offset += n
             }
+            return nil
         }
     }
 }

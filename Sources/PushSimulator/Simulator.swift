@@ -66,7 +66,8 @@ public final class GatewaySimulator: Service, Sendable {
         self.logger = logger
         self.onListening = onListening
         self.state = SimulatorState(configuration: configuration)
-        self.recorder = try Recorder(path: configuration.recordPath, keepInMemory: configuration.recordInMemory)
+        self.recorder = try Recorder(
+            path: configuration.recordPath, keepInMemory: configuration.recordInMemory, logger: logger)
         do {
             let chain = try NIOSSLCertificate.fromPEMFile(configuration.certificatePath)
             let key = try NIOSSLPrivateKey(file: configuration.privateKeyPath, format: .pem)
@@ -179,7 +180,11 @@ public final class GatewaySimulator: Service, Sendable {
     }
 
     /// What the simulator has done so far.
-    public var summary: SimulatorSummary { state.summary }
+    public var summary: SimulatorSummary {
+        var summary = state.summary
+        summary.recordLinesLost = recorder.linesLost
+        return summary
+    }
 
     /// The accepted notifications, when ``SimulatorConfiguration/recordInMemory`` is set.
     public var recorded: [RecordedNotification] { recorder.records }

@@ -22,6 +22,8 @@ public struct SimulatorSummary: Hashable, Sendable {
     /// HTTP/2 API: the distinct provider tokens that passed verification and were taken into use on a connection
     /// (a provider renews its token as often as this count less one).
     public var apiProviderTokens = 0
+    /// Lines of the record file (`--record`) that could not be written: the file misses them.
+    public var recordLinesLost = 0
 
     public init() {}
 
@@ -41,7 +43,8 @@ public struct SimulatorSummary: Hashable, Sendable {
             "silent_closes": {\(silent)}, \
             "feedback_connections": \(feedbackConnections), "feedback_tuples_sent": \(feedbackTuplesSent), \
             "api_connections": \(apiConnections), "api_answers": {\(answers)}, "api_goaways": \(apiGoaways), \
-            "api_abrupt_closes": \(apiAbruptCloses), "api_provider_tokens": \(apiProviderTokens)}
+            "api_abrupt_closes": \(apiAbruptCloses), "api_provider_tokens": \(apiProviderTokens), \
+            "record_lines_lost": \(recordLinesLost)}
             """
     }
 

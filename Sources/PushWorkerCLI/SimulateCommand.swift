@@ -17,7 +17,8 @@ struct SimulateCommand: AsyncParsableCommand {
             Both services require a client certificate that chains to --ca; the app is the UID of its subject, as \
             in the certificates Apple issues. Once listening, prints one JSON line:
               {"gateway": "127.0.0.1:A", "feedback": "127.0.0.1:B"}
-            and on SIGTERM or SIGINT a summary line {"summary": {...}}.
+            and on SIGTERM or SIGINT a summary line {"summary": {...}}; it exits 1 if lines of the --record file
+            could not be written (the summary's record_lines_lost).
 
             Faults count per connection. Malformed input gets the error response the seeds describe (status 2, 4, \
             5, 7 or 8, or 128 for a protocol error: an unknown command or item, a payload that is not a JSON object \
@@ -160,7 +161,11 @@ struct SimulateCommand: AsyncParsableCommand {
         } catch {
             throw CLIError.failure("simulator stopped: \(error)")
         }
-        printLine("{\"summary\": \(simulator.summary.json)}")
+        let summary = simulator.summary
+        printLine("{\"summary\": \(summary.json)}")
+        if summary.recordLinesLost > 0 {
+            throw CLIError.failure("the record file misses \(summary.recordLinesLost) lines that could not be written")
+        }
     }
 }
 

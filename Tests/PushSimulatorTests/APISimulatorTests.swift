@@ -269,7 +269,7 @@ private func providerToken(issuedAt: Int64, key: String = "AuthKey_KEY1234567.p8
             #expect(try await three.send(alert([second])).status == 200)
             #expect(simulator.summary.apiProviderTokens == 2)
             for client in [one, two, three] { await client.close() }
-            #expect(simulator.summary.json.contains("\"api_provider_tokens\": 2}"))
+            #expect(simulator.summary.json.contains("\"api_provider_tokens\": 2,"))
         }
     }
 

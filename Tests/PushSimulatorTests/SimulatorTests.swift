@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -213,6 +214,29 @@ import Testing
         #expect(first["command"] == JSONValue.number(2))
         #expect(first["app"] == JSONValue.string("com.example.app"))
         try? FileManager.default.removeItem(atPath: path)
+    }
+
+    /// A record file that cannot take its lines (a full device) loses them counted and logged, not silently.
+    @Test func recordLinesThatCannotBeWrittenAreCountedAndLogged() async throws {
+        var configuration = TestPKI.simulatorConfiguration()
+        configuration.recordPath = "/dev/full"
+        let log = CapturingLogHandler()
+        try await withSimulator(configuration, logger: Logger(label: "test") { _ in log }) { (simulator: GatewaySimulator, addresses: SimulatorAddresses) async throws in
+            #expect(simulator.summary.recordLinesLost == 0)
+            let stream = (1...3).flatMap { frame(identifier: UInt32($0)) }
+            #expect(try await TestClient.exchange(stream + sentinel, port: addresses.gatewayPort) == sentinelAnswer)
+            await simulator.flushRecord()
+            #expect(simulator.summary.accepted == 3)
+            #expect(simulator.summary.recordLinesLost == 3)
+            #expect(simulator.summary.json.hasSuffix(#""record_lines_lost": 3}"#))
+            let stream2 = (4...5).flatMap { frame(identifier: UInt32($0)) }
+            #expect(try await TestClient.exchange(stream2 + sentinel, port: addresses.gatewayPort) == sentinelAnswer)
+            await simulator.flushRecord()
+            #expect(simulator.summary.recordLinesLost == 5)
+        }
+        let errors = log.lines.withLock { $0.filter { $0.level == .error } }
+        #expect(errors.count == 1, "logged once, however many batches fail")
+        #expect(errors.first?.metadata["error"] == "No space left on device")
     }
 }
 

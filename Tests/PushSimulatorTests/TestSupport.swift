@@ -1,3 +1,4 @@
+import Logging
 import Foundation
 import NIOCore
 import NIOPosix
@@ -18,9 +19,10 @@ extension TestPKI {
 /// Runs `body` against a started simulator and stops it afterwards, whatever happens.
 func withSimulator<T: Sendable>(
     _ configuration: SimulatorConfiguration = TestPKI.simulatorConfiguration(),
+    logger: Logger = Logger(label: "pushworker.simulator"),
     _ body: (GatewaySimulator, SimulatorAddresses) async throws -> T
 ) async throws -> T {
-    let simulator = try GatewaySimulator(configuration: configuration)
+    let simulator = try GatewaySimulator(configuration: configuration, logger: logger)
     let addresses = try await simulator.start()
     do {
         let result = try await body(simulator, addresses)
