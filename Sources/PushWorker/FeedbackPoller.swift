@@ -324,12 +324,31 @@ final class SpoolReader: Sendable {
 }
 
 /// One visit's spool file: created on the first append; every append is written and synced (on NIO's thread
-/// pool, never on the caller's) before it returns.
+/// pool, never on the caller's) before it returns. An append that fails is undone: the file is cut back to its
+/// length before it, so no part of that read's lines stays behind (its events are produced at once instead, and a
+/// line cut short would join the next read's first line into one that is not an event). When it cannot be undone,
+/// the file takes no more appends.
 final class SpoolFile: Sendable {
-    let path: String
-    private let state = Mutex<(descriptor: Int32, count: Int)>((-1, 0))
+    /// Writes from a buffer as `write(2)` does (a test's stand-in fails part-way).
+    typealias Write = @Sendable (Int32, UnsafeRawBufferPointer) -> Int
 
-    init(path: String) { self.path = path }
+    private struct State {
+        var descriptor: Int32 = -1
+        var count = 0
+        /// The file's length after the last whole append.
+        var length: off_t = 0
+        /// A failed append could not be undone: the file's end is not a line's end.
+        var broken = false
+    }
+
+    let path: String
+    private let state = Mutex(State())
+    private let write: Write
+
+    init(path: String, write: @escaping Write = { fd, bytes in Glibc.write(fd, bytes.baseAddress!, bytes.count) }) {
+        self.path = path
+        self.write = write
+    }
 
     /// Tuples appended so far.
     var count: Int { state.withLock { $0.count } }
@@ -337,21 +356,33 @@ final class SpoolFile: Sendable {
     func append(_ bytes: [UInt8], count: Int) async throws {
         try await NIOThreadPool.singleton.runIfActive { [self] in
             try state.withLock { s in
+                guard !s.broken else { throw SpoolError(path: path, errno: EIO) }
                 if s.descriptor < 0 {
                     let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
                     guard fd >= 0 else { throw SpoolError(path: path, errno: errno) }
                     s.descriptor = fd
+                    s.length = lseek(fd, 0, SEEK_END)
                 }
-                var offset = 0
-                while offset < bytes.count {
-                    let n = bytes.withUnsafeBytes { write(s.descriptor, $0.baseAddress! + offset, bytes.count - offset) }
-                    guard n > 0 else { throw SpoolError(path: path, errno: errno) }
-                    offset += n
+                if let failure = writeAll(s.descriptor, bytes) ?? (fsync(s.descriptor) == 0 ? nil : errno) {
+                    if ftruncate(s.descriptor, s.length) != 0 { s.broken = true }
+                    throw SpoolError(path: path, errno: failure)
                 }
-                guard fsync(s.descriptor) == 0 else { throw SpoolError(path: path, errno: errno) }
+                s.length += off_t(bytes.count)
                 s.count += count
             }
         }
+    }
+
+    /// Writes `bytes` whole, or returns the error that stopped it.
+    private func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Int32? {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, UnsafeRawBufferPointer(rebasing: $0[offset...])) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return n < 0 ? errno : EIO }
+            offset += n
+        }
+        return nil
     }
 
     func close() async {

@@ -188,6 +188,33 @@ import Testing
         withExtendedLifetime(cluster) {}
     }
 
+    /// An append that fails part-way (a disk that fills up) leaves nothing of its lines behind: the next append
+    /// starts on a line of its own, and what the file holds is exactly the appends that succeeded.
+    @Test func aFailedAppendLeavesNoPartOfItsLinesInTheSpool() async throws {
+        let spool = try Self.spoolDirectory()
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        let path = "\(spool)/1700000000000-com.example.app-production.jsonl"
+        let failNext = Atomic<Bool>(false)
+        let file = SpoolFile(path: path) { fd, bytes in
+            // When failing: half of the bytes go out, then the disk is full.
+            if failNext.load(ordering: .relaxed) {
+                if bytes.count > 1 { return Glibc.write(fd, bytes.baseAddress!, bytes.count / 2) }
+                errno = ENOSPC
+                return -1
+            }
+            return Glibc.write(fd, bytes.baseAddress!, bytes.count)
+        }
+        let lines = try (0..<6).map { try Self.spoolLine($0) + [0x0A] }
+        try await file.append(lines[0] + lines[1], count: 2)
+        failNext.store(true, ordering: .relaxed)
+        await #expect(throws: SpoolError.self) { try await file.append(lines[2] + lines[3], count: 2) }
+        failNext.store(false, ordering: .relaxed)
+        try await file.append(lines[4] + lines[5], count: 2)
+        await file.close()
+        #expect(file.count == 4)
+        #expect(Array(try Data(contentsOf: URL(fileURLWithPath: path))) == lines[0] + lines[1] + lines[4] + lines[5])
+    }
+
     @Test func feedbackTuplesSuppressTheirTokens() async throws {
         var quiet = Logger(label: "test")
         quiet.logLevel = .critical
