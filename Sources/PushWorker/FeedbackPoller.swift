@@ -89,9 +89,16 @@ public final class FeedbackPoller: Sendable {
         }
     }
 
+    /// The spool files left by an earlier run, oldest first. Progress files without their spool file (a removal
+    /// cut short) are removed.
     private func spoolFiles() -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? []).filter { $0.hasSuffix(".jsonl") }.sorted()
-            .map { "\(spool)/\($0)" }
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? []
+        let files = names.filter { $0.hasSuffix(".jsonl") }.sorted()
+        for name in names {
+            guard let owner = [".acked", ".acked.new"].lazy.compactMap({ name.dropSuffix($0) }).first else { continue }
+            if !files.contains(owner) { try? FileManager.default.removeItem(atPath: "\(spool)/\(name)") }
+        }
+        return files.map { "\(spool)/\($0)" }
     }
 
     /// Visits one app's feedback service; every tuple that arrived is spooled and produced, however the visit ends.
@@ -148,13 +155,21 @@ public final class FeedbackPoller: Sendable {
     /// a time and at most `spoolWindow` records are unacknowledged at once, so a long file (a big list, or one
     /// spooled while the broker was away) takes a block's memory, not its size. A last line without its newline (a
     /// write cut short by a crash) is left out. Cancelled or failing part-way, the file stays for the next start,
-    /// which produces it again from the beginning.
+    /// which goes on after the blocks whose records were all acknowledged (``SpoolProgress``): what it produces
+    /// again is at most the blocks that were in flight.
     private func produce(file: String) async {
-        guard let reader = try? await SpoolReader(path: file) else { return }
+        let (start, problem) = (try? await NIOThreadPool.singleton.runIfActive { SpoolProgress.resumeOffset(for: file) }) ?? (0, nil)
+        if let problem {
+            logger.warning("feedback spool's progress is unusable: producing the file from its start", metadata: ["file": "\(file)", "problem": "\(problem)"])
+        } else if start > 0 {
+            logger.info("feedback spool: going on where an earlier run stopped", metadata: ["file": "\(file)", "offset": "\(start)"])
+        }
+        guard let reader = try? await SpoolReader(path: file, offset: start) else { return }
+        let progress = SpoolProgress(spool: file, start: start)
         // The reading holds one count until it reaches the end; every record queued adds one.
         let remaining = SharedCount(1)
-        let remove: @Sendable () -> Void = { try? FileManager.default.removeItem(atPath: file) }
-        var lines = LineSplitter(maxLine: Self.maxSpoolLine)
+        let remove: @Sendable () -> Void = { progress.finish() }
+        var lines = LineSplitter(maxLine: Self.maxSpoolLine, offset: start)
         var atEnd = false
         while !Task.isCancelled {
             let block: [UInt8]
@@ -168,9 +183,16 @@ public final class FeedbackPoller: Sendable {
                 atEnd = true
                 break
             }
-            let queued = await produce(
-                lines: lines.split(block), queuing: { remaining.add($0) }, acknowledged: { if remaining.tick() { remove() } })
+            let blockLines = lines.split(block)
+            // The block holds one count of its own until its records are queued.
+            let number = progress.begin(end: lines.lineEnd)
+            let unacknowledged = SharedCount(1)
+            let queued = await produce(lines: blockLines, queuing: { unacknowledged.add($0); remaining.add($0) }) {
+                if unacknowledged.tick() { progress.finish(number) }
+                if remaining.tick() { remove() }
+            }
             guard queued else { break }
+            if unacknowledged.tick() { _ = try? await NIOThreadPool.singleton.runIfActive { progress.finish(number) } }
         }
         await reader.close()
         if lines.dropped > 0 {
@@ -246,8 +268,17 @@ struct LineSplitter {
     private var overlong = false
     /// Lines dropped for their length.
     private(set) var dropped = 0
+    /// The stream's byte offset just after the last newline split so far: where the lines given out end.
+    private(set) var lineEnd: Int64
+    /// The stream's byte offset of the next block.
+    private var position: Int64
 
-    init(maxLine: Int) { self.maxLine = maxLine }
+    /// - Parameter offset: the stream's byte offset of the first block (a line's start).
+    init(maxLine: Int, offset: Int64 = 0) {
+        self.maxLine = maxLine
+        lineEnd = offset
+        position = offset
+    }
 
     /// The lines that `block` completes, in order.
     mutating func split(_ block: [UInt8]) -> [[UInt8]] {
@@ -267,6 +298,8 @@ struct LineSplitter {
             pending.removeAll()
             start = newline + 1
         }
+        if start > block.startIndex { lineEnd = position + Int64(start - block.startIndex) }
+        position += Int64(block.count)
         if !overlong {
             pending += block[start...]
             if pending.count > maxLine {
@@ -286,10 +319,16 @@ final class SpoolReader: Sendable {
     let path: String
     private let descriptor: Mutex<Int32>
 
-    init(path: String) async throws {
+    /// Opens `path` for reading from byte `offset` on.
+    init(path: String, offset: Int64 = 0) async throws {
         let fd = try await NIOThreadPool.singleton.runIfActive { () throws -> Int32 in
             let fd = open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { throw SpoolError(path: path, errno: errno) }
+            guard offset == 0 || lseek(fd, off_t(offset), SEEK_SET) == off_t(offset) else {
+                let error = errno
+                Glibc.close(fd)
+                throw SpoolError(path: path, errno: error)
+            }
             return fd
         }
         self.path = path
@@ -408,4 +447,9 @@ final class SharedCount: Sendable {
     var count: Int { value.load(ordering: .relaxed) }
     func add(_ count: Int) { value.add(count, ordering: .relaxed) }
     func tick() -> Bool { value.subtract(1, ordering: .relaxed).newValue == 0 }
+}
+
+private extension String {
+    /// The string without `suffix`, or nil when it does not end with it.
+    func dropSuffix(_ suffix: String) -> String? { hasSuffix(suffix) ? String(dropLast(suffix.count)) : nil }
 }

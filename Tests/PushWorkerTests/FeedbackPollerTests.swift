@@ -16,10 +16,13 @@ import Testing
 
     /// A mock cluster with the feedback topic, a producer to it and a poller that only produces `spool` (it never
     /// polls); the cluster is returned to be kept alive while they run.
-    static func spoolProducer(_ spool: String, window: Int = 10_000, logger: Logger) throws
+    static func spoolProducer(_ spool: String, window: Int = 10_000, logger: Logger, cluster: KafkaMockCluster? = nil) throws
         -> (KafkaMockCluster, [String: String], KafkaProducer, FeedbackPoller) {
-        let cluster = try KafkaMockCluster()
-        try cluster.createTopic("notification-feedback", partitions: 1)
+        let cluster = try cluster ?? {
+            let cluster = try KafkaMockCluster()
+            try cluster.createTopic("notification-feedback", partitions: 1)
+            return cluster
+        }()
         let properties = ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"]
         let producer = try KafkaProducer(properties: properties, logger: logger)
         let poller = FeedbackPoller(
@@ -188,6 +191,73 @@ import Testing
         withExtendedLifetime(cluster) {}
     }
 
+    /// A spool file whose production an earlier run cut short goes on after the prefix its progress records:
+    /// only the lines after it are produced, and the file and its progress both go.
+    @Test func aSpoolGoesOnWhereItsRecordedProgressEnds() async throws {
+        var quiet = Logger(label: "test")
+        quiet.logLevel = .critical
+        let spool = try Self.spoolDirectory()
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        let lines = try (0..<10).map { try Self.spoolLine($0) + [0x0A] }
+        let file = "\(spool)/1700000000000-com.example.app-production.jsonl"
+        try Data(lines.joined()).write(to: URL(fileURLWithPath: file))
+        try "\(lines[..<6].joined().count)\n".write(toFile: SpoolProgress.path(for: file), atomically: true, encoding: .utf8)
+        // A progress file whose spool file is gone (a removal cut short) goes too.
+        try "5\n".write(toFile: "\(spool)/1600000000000-com.example.app-production.jsonl.acked", atomically: true, encoding: .utf8)
+        let (cluster, properties, producer, poller) = try Self.spoolProducer(spool, logger: quiet)
+        #expect(await Self.run(poller, producer, until: 4, producedFrom: spool))
+        let records = try await KafkaReplayReader(properties: properties, topic: "notification-feedback", start: .earliest).readAll()
+        #expect(try records.map { try JSONValue(parsing: $0.value)["token"]!.stringValue! } == (6..<10).map(Self.token))
+        withExtendedLifetime(cluster) {}
+    }
+
+    /// Production cut short part-way through a long spool (the run cancelled while the broker is slow) records
+    /// its progress; the next run produces what is left, and again at most the blocks that were in flight, not
+    /// the file from its start.
+    @Test func aSpoolCutShortGoesOnAfterItsAcknowledgedBlocks() async throws {
+        var quiet = Logger(label: "test")
+        quiet.logLevel = .critical
+        let spool = try Self.spoolDirectory()
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        let count = 12_000  // about 2.5 of the reader's 1 MiB blocks
+        var bytes: [UInt8] = []
+        for i in 0..<count { bytes += try Self.spoolLine(i) + [0x0A] }
+        let linesPerBlock = count * FeedbackPoller.spoolBlock / bytes.count + 1
+        let file = "\(spool)/1700000000000-com.example.app-production.jsonl"
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        let window = 500
+        let (cluster, properties, producer, poller) = try Self.spoolProducer(spool, window: window, logger: quiet)
+        // At most a window of records per 100 ms round trip: the cut comes well before the end.
+        cluster.setRoundTrip(broker: 1, milliseconds: 100)
+        let cutAt = linesPerBlock + 2 * window
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await producer.run() }
+            group.addTask { await poller.run() }
+            #expect(await eventually { poller.produced >= cutAt })
+            group.cancelAll()
+            producer.stop()
+        }
+        let first = poller.produced
+        #expect(first < count, "cut before the end")
+        let recorded = SpoolProgress.resumeOffset(for: file)
+        #expect(recorded.problem == nil)
+        #expect(recorded.offset > 0 && recorded.offset <= Int64(bytes.count))
+        #expect(FileManager.default.fileExists(atPath: file))
+
+        cluster.setRoundTrip(broker: 1, milliseconds: 0)
+        let (_, _, producer2, poller2) = try Self.spoolProducer(spool, window: window, logger: quiet, cluster: cluster)
+        let before = bytes[..<Int(recorded.offset)].count { $0 == 0x0A }
+        #expect(await Self.run(poller2, producer2, until: count - before, producedFrom: spool))
+        let tokens = try await KafkaReplayReader(properties: properties, topic: "notification-feedback", start: .earliest)
+            .readAll().map { try JSONValue(parsing: $0.value)["token"]!.stringValue! }
+        #expect(Set(tokens) == Set((0..<count).map(Self.token)), "every event produced")
+        // Produced again: what the first run had acknowledged after the recorded prefix (and what the broker took
+        // but could not acknowledge before the stop, at most a window).
+        let again = tokens.count - count
+        #expect(again >= first - before)
+        #expect(again < linesPerBlock + 2 * window, "at most the block in flight, not the \(first) lines of the first run")
+    }
+
     /// An append that fails part-way (a disk that fills up) leaves nothing of its lines behind: the next append
     /// starts on a line of its own, and what the file holds is exactly the appends that succeeded.
     @Test func aFailedAppendLeavesNoPartOfItsLinesInTheSpool() async throws {
@@ -278,13 +348,17 @@ import Testing
         let partial = !(expected.last ?? []).isEmpty
         expected.removeLast()  // what follows the last newline (empty when the stream ends in one)
         expected = expected.filter { !$0.isEmpty && $0.count <= 8 }
-        var splitter = LineSplitter(maxLine: 8)
+        let offset = Int64.random(in: 0...1_000_000, using: &random)
+        var splitter = LineSplitter(maxLine: 8, offset: offset)
         var lines: [[UInt8]] = []
         var rest = stream[...]
         while !rest.isEmpty {
             let n = Int.random(in: 1...max(1, min(rest.count, 20)), using: &random)
             lines += splitter.split(Array(rest.prefix(n)))
             rest = rest.dropFirst(n)
+            // Where the lines given out end: just after the last newline read so far.
+            let read = stream[..<(stream.count - rest.count)]
+            #expect(splitter.lineEnd == offset + Int64(read.lastIndex(of: 0x0A).map { $0 + 1 } ?? 0))
         }
         #expect(lines == expected)
         #expect(splitter.partial == partial)
@@ -295,5 +369,47 @@ import Testing
         #expect(split(["ab\ncd"]).lines == ["ab"])
         #expect(split(["ab\n1234567890"]).partial, "an overlong line cut short is partial too")
         #expect(!split([]).partial)
+    }
+}
+
+@Suite struct SpoolProgressTests {
+    /// Blocks finish in any order; the prefix grows only over blocks that all finished, to the last one's end.
+    @Test func thePrefixGrowsOnlyOverFinishedBlocksInOrder() {
+        var prefix = AcknowledgedPrefix(start: 100)
+        let blocks = [150, 200, 260, 300].map { prefix.begin(end: $0) }
+        #expect(blocks == [0, 1, 2, 3])
+        #expect(prefix.finish(1) == nil)
+        #expect(prefix.finish(2) == nil)
+        #expect(prefix.end == 100)
+        #expect(prefix.finish(0) == 260)
+        #expect(prefix.finish(1) == nil, "finished already")
+        #expect(prefix.finish(9) == nil, "never begun")
+        #expect(prefix.begin(end: 330) == 4)
+        #expect(prefix.finish(4) == nil)
+        #expect(prefix.finish(3) == 330)
+        #expect(prefix.end == 330)
+    }
+
+    /// A recorded offset is used only when it ends a line of the spool file; anything else means the beginning.
+    @Test func aRecordedOffsetCountsOnlyAtTheEndOfALine() throws {
+        let spool = try FeedbackPollerTests.spoolDirectory()
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        let file = "\(spool)/1700000000000-com.example.app-production.jsonl"
+        try "ab\ncd\nef".write(toFile: file, atomically: true, encoding: .utf8)
+        func resume(_ recorded: String?) throws -> (offset: Int64, problem: String?) {
+            let progress = SpoolProgress.path(for: file)
+            if let recorded { try recorded.write(toFile: progress, atomically: true, encoding: .utf8) } else { try? FileManager.default.removeItem(atPath: progress) }
+            return SpoolProgress.resumeOffset(for: file)
+        }
+        #expect(try resume(nil) == (0, nil))
+        #expect(try resume("3\n") == (3, nil))
+        #expect(try resume("6") == (6, nil))
+        #expect(try resume("0\n") == (0, nil))
+        #expect(try resume("4\n").problem?.contains("not the end of a line") == true)
+        #expect(try resume("4\n").offset == 0)
+        #expect(try resume("99\n").offset == 0, "beyond the file")
+        #expect(try resume("").problem?.contains("does not hold an offset") == true)
+        #expect(try resume("-3").offset == 0)
+        #expect(try resume("x").offset == 0)
     }
 }
