@@ -12,6 +12,13 @@ import Testing
 /// The feedback poller against the simulator's feedback service: no tuple that arrived is lost, whatever ends the
 /// visit, and only the member chosen to poll visits the services.
 @Suite struct FeedbackPollerTests {
+    /// A logger that lets only critical lines through (the tests provoke errors on purpose).
+    static var quiet: Logger {
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        return logger
+    }
+
     static func token(_ i: Int) -> String { String(format: "%064x", 0xFEED_0000 + i) }
 
     /// A mock cluster with the feedback topic, a producer to it and a poller that only produces `spool` (it never
@@ -59,6 +66,19 @@ import Testing
                       timestamp: UInt32(1_700_000_000 + i), receivedAt: 1_700_000_000_000).json()
     }
 
+    /// The spool lines of feedback events `range`, each with its newline, as one file's bytes.
+    static func spoolBytes(_ range: Range<Int>) throws -> [UInt8] {
+        var bytes: [UInt8] = []
+        for i in range { bytes += try spoolLine(i) + [0x0A] }
+        return bytes
+    }
+
+    /// The tokens of the feedback events on the topic, in order.
+    static func producedTokens(_ properties: [String: String]) async throws -> [String] {
+        try await KafkaReplayReader(properties: properties, topic: "notification-feedback", start: .earliest).readAll()
+            .map { try JSONValue(parsing: $0.value)["token"]!.stringValue! }
+    }
+
     /// Runs the poller and its producer until `count` feedback events are acknowledged and the spool is empty
     /// (false if that never comes), then stops both.
     static func run(_ poller: FeedbackPoller, _ producer: KafkaProducer, until count: Int, producedFrom spool: String) async -> Bool {
@@ -75,8 +95,7 @@ import Testing
     }
 
     @Test func tuplesReadBeforeAStreamIsCutOffAreSpooledAndProducedAfterARestart() async throws {
-        var quiet = Logger(label: "test")
-        quiet.logLevel = .critical
+        let quiet = Self.quiet
         // Ten tuples in the list; the service sends four, then stalls until the client gives up.
         let (simulator, endpoint) = try await Self.feedbackService(tuples: 10, stallAfter: 4, logger: quiet)
         let spool = try Self.spoolDirectory()
@@ -130,8 +149,7 @@ import Testing
     /// A spool that cannot be written (here its directory's parent is a file: every open fails) does not cost the
     /// tuples the service sent and forgot: each read's events are produced at once instead, and the visit goes on.
     @Test func tuplesThatCannotBeSpooledAreProducedAtOnce() async throws {
-        var quiet = Logger(label: "test")
-        quiet.logLevel = .critical
+        let quiet = Self.quiet
         let (simulator, endpoint) = try await Self.feedbackService(tuples: 10, logger: quiet)
         let blocker = try Self.spoolDirectory() + "/not-a-directory"
         try Data("x".utf8).write(to: URL(fileURLWithPath: blocker))
@@ -154,8 +172,7 @@ import Testing
     /// A worker killed while it wrote a spool file leaves a last line without its newline (or an empty file): on
     /// the next start the whole lines are produced, the cut one is left out, and both files go.
     @Test func aSpoolCutShortByACrashIsProducedWithoutItsPartialLine() async throws {
-        var quiet = Logger(label: "test")
-        quiet.logLevel = .critical
+        let quiet = Self.quiet
         let spool = try Self.spoolDirectory()
         defer { try? FileManager.default.removeItem(atPath: spool) }
         let lines = try (0..<3).map(Self.spoolLine)
@@ -173,20 +190,18 @@ import Testing
     /// A spool file far longer than the window is produced whole, block by block, with no more than the window's
     /// records unacknowledged at once; lines split across the reader's blocks arrive whole.
     @Test func aLongSpoolIsProducedWithinItsWindow() async throws {
-        var quiet = Logger(label: "test")
-        quiet.logLevel = .critical
+        let quiet = Self.quiet
         let spool = try Self.spoolDirectory()
         defer { try? FileManager.default.removeItem(atPath: spool) }
         let count = 12_000  // about 2.5 of the reader's 1 MiB blocks
-        var bytes: [UInt8] = []
-        for i in 0..<count { bytes += try Self.spoolLine(i) + [0x0A] }
+        let bytes = try Self.spoolBytes(0..<count)
         #expect(bytes.count > 2 * FeedbackPoller.spoolBlock)
         try Data(bytes).write(to: URL(fileURLWithPath: "\(spool)/1700000000000-com.example.app-production.jsonl"))
         let (cluster, properties, producer, poller) = try Self.spoolProducer(spool, window: 500, logger: quiet)
         #expect(await Self.run(poller, producer, until: count, producedFrom: spool))
         #expect(poller.peakSpoolUnacknowledged == 500)
         let records = try await KafkaReplayReader(properties: properties, topic: "notification-feedback", start: .earliest).readAll()
-        #expect(try records.map { try JSONValue(parsing: $0.value)["token"]!.stringValue! } == (0..<count).map(Self.token))
+        #expect(try await Self.producedTokens(properties) == (0..<count).map(Self.token))
         #expect(records.map { $0.key.map { String(decoding: $0, as: UTF8.self) } } == (0..<count).map(Self.token))
         withExtendedLifetime(cluster) {}
     }
@@ -194,20 +209,17 @@ import Testing
     /// A spool file whose production an earlier run cut short goes on after the prefix its progress records:
     /// only the lines after it are produced, and the file and its progress both go.
     @Test func aSpoolGoesOnWhereItsRecordedProgressEnds() async throws {
-        var quiet = Logger(label: "test")
-        quiet.logLevel = .critical
+        let quiet = Self.quiet
         let spool = try Self.spoolDirectory()
         defer { try? FileManager.default.removeItem(atPath: spool) }
-        let lines = try (0..<10).map { try Self.spoolLine($0) + [0x0A] }
         let file = "\(spool)/1700000000000-com.example.app-production.jsonl"
-        try Data(lines.joined()).write(to: URL(fileURLWithPath: file))
-        try "\(lines[..<6].joined().count)\n".write(toFile: SpoolProgress.path(for: file), atomically: true, encoding: .utf8)
+        try Data(Self.spoolBytes(0..<10)).write(to: URL(fileURLWithPath: file))
+        try "\(Self.spoolBytes(0..<6).count)\n".write(toFile: SpoolProgress.path(for: file), atomically: true, encoding: .utf8)
         // A progress file whose spool file is gone (a removal cut short) goes too.
         try "5\n".write(toFile: "\(spool)/1600000000000-com.example.app-production.jsonl.acked", atomically: true, encoding: .utf8)
         let (cluster, properties, producer, poller) = try Self.spoolProducer(spool, logger: quiet)
         #expect(await Self.run(poller, producer, until: 4, producedFrom: spool))
-        let records = try await KafkaReplayReader(properties: properties, topic: "notification-feedback", start: .earliest).readAll()
-        #expect(try records.map { try JSONValue(parsing: $0.value)["token"]!.stringValue! } == (6..<10).map(Self.token))
+        #expect(try await Self.producedTokens(properties) == (6..<10).map(Self.token))
         withExtendedLifetime(cluster) {}
     }
 
@@ -215,13 +227,11 @@ import Testing
     /// its progress; the next run produces what is left, and again at most the blocks that were in flight, not
     /// the file from its start.
     @Test func aSpoolCutShortGoesOnAfterItsAcknowledgedBlocks() async throws {
-        var quiet = Logger(label: "test")
-        quiet.logLevel = .critical
+        let quiet = Self.quiet
         let spool = try Self.spoolDirectory()
         defer { try? FileManager.default.removeItem(atPath: spool) }
         let count = 12_000  // about 2.5 of the reader's 1 MiB blocks
-        var bytes: [UInt8] = []
-        for i in 0..<count { bytes += try Self.spoolLine(i) + [0x0A] }
+        let bytes = try Self.spoolBytes(0..<count)
         let linesPerBlock = count * FeedbackPoller.spoolBlock / bytes.count + 1
         let file = "\(spool)/1700000000000-com.example.app-production.jsonl"
         try Data(bytes).write(to: URL(fileURLWithPath: file))
@@ -248,8 +258,7 @@ import Testing
         let (_, _, producer2, poller2) = try Self.spoolProducer(spool, window: window, logger: quiet, cluster: cluster)
         let before = bytes[..<Int(recorded.offset)].count { $0 == 0x0A }
         #expect(await Self.run(poller2, producer2, until: count - before, producedFrom: spool))
-        let tokens = try await KafkaReplayReader(properties: properties, topic: "notification-feedback", start: .earliest)
-            .readAll().map { try JSONValue(parsing: $0.value)["token"]!.stringValue! }
+        let tokens = try await Self.producedTokens(properties)
         #expect(Set(tokens) == Set((0..<count).map(Self.token)), "every event produced")
         // Produced again: what the first run had acknowledged after the recorded prefix (and what the broker took
         // but could not acknowledge before the stop, at most a window).
@@ -286,8 +295,7 @@ import Testing
     }
 
     @Test func feedbackTuplesSuppressTheirTokens() async throws {
-        var quiet = Logger(label: "test")
-        quiet.logLevel = .critical
+        let quiet = Self.quiet
         let (simulator, endpoint) = try await Self.feedbackService(tuples: 3, environment: .sandbox, logger: quiet)
         let spool = NSTemporaryDirectory() + "feedback-spool-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         defer { try? FileManager.default.removeItem(atPath: spool) }
