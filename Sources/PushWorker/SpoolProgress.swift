@@ -32,9 +32,11 @@ struct AcknowledgedPrefix {
         blocks[index].finished = true
         let done = blocks.prefix { $0.finished }.count
         guard done > 0 else { return nil }
-        end = blocks[done - 1].end
+        let grown = blocks[done - 1].end
         blocks.removeFirst(done)
         first += done
+        guard grown > end else { return nil }
+        end = grown
         return end
     }
 }

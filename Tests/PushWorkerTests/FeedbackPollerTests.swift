@@ -396,6 +396,10 @@ import Testing
         #expect(prefix.finish(4) == nil)
         #expect(prefix.finish(3) == 330)
         #expect(prefix.end == 330)
+        // A block without a line's end (one long line read in parts) does not move the prefix.
+        let empty = prefix.begin(end: 330)
+        #expect(prefix.finish(empty) == nil)
+        #expect(prefix.end == 330)
     }
 
     /// A recorded offset is used only when it ends a line of the spool file; anything else means the beginning.
