@@ -55,9 +55,66 @@ def run(binary, workdir, servers, gateway_port, feedback_port, spooled, expected
     return seconds, peak
 
 
+def cut_short(binary, workdir, servers, gateway_port, feedback_port, spooled, cut_at, timeout=600):
+    """Starts a worker with `spooled` events in its spool, stops it (SIGTERM) once the feedback topic has gained
+    `cut_at` of them, and starts it again until the spool is empty. Returns (events the first run left on the
+    topic, events on the topic in all, the progress the first run recorded or None)."""
+    os.makedirs(os.path.join(workdir, "spool"))
+    spool = os.path.join(workdir, "spool")
+    name = os.path.join(spool, "1790000000000-%s-production.jsonl" % h.APP)
+    with open(name, "w") as f:
+        for n in range(spooled):
+            f.write(spool_line(n))
+    before = feedback_end(servers)
+    http_port = h.free_port()
+    config = h.worker_config(workdir, servers, gateway_port, feedback_port, http_port,
+                             instance="bench-spool-cut", group_id="bench-spool-cut")
+    worker = h.Worker(binary, config, workdir, http_port)
+    began = time.time()
+    while feedback_end(servers) - before < cut_at:
+        if worker.process.poll() is not None or time.time() - began > timeout:
+            raise SystemExit(f"the worker did not produce {cut_at} events; see {workdir}/worker.log")
+        time.sleep(0.01)
+    worker.terminate()
+    first = feedback_end(servers) - before
+    progress = None
+    if os.path.exists(name + ".acked"):
+        with open(name + ".acked") as f:
+            progress = int(f.read())
+    worker = h.Worker(binary, config, workdir, http_port)
+    began = time.time()
+    while os.path.exists(name):
+        if worker.process.poll() is not None or time.time() - began > timeout:
+            raise SystemExit(f"the restarted worker did not finish the spool; see {workdir}/worker.log")
+        time.sleep(0.05)
+    time.sleep(1)
+    worker.terminate()
+    return first, feedback_end(servers) - before, progress
+
+
 def main():
-    args = h.bench_arguments(__doc__, "events", 500_000, flags={"--visit": "the list in the feedback service, not a spool"})
+    args = h.bench_arguments(__doc__, "events", 500_000, flags={
+        "--visit": "the list in the feedback service, not a spool",
+        "--cut": "stop the worker part-way through the spool and start it again: what it produces twice"})
     kind = "listed" if args.visit else "spooled"
+    if args.cut:
+        workdir = tempfile.mkdtemp(prefix="bench-spool-")
+        broker = h.Broker(workdir)
+        simulator = None
+        try:
+            servers = broker.start()
+            broker.create_topics(6)
+            simulator = h.Simulator(args.binary, workdir)
+            first, total, progress = cut_short(args.binary, os.path.join(workdir, "cut"), servers, simulator.gateway,
+                                               simulator.feedback, args.events, args.events * 3 // 10)
+            again = total - args.events
+            print(f"cut: {first} of {args.events} events on the topic when the worker stopped (progress recorded: "
+                  f"{'none' if progress is None else f'{progress // len(spool_line(0))} events'}); after the restart "
+                  f"{total} in all, {again} produced twice", flush=True)
+            h.write_results(args.json, {"cut": {"events": args.events, "first": first, "total": total, "again": again}})
+            return 0 if total >= args.events else 1
+        finally:
+            h.tear_down(workdir, simulator, broker)
 
     workdir = tempfile.mkdtemp(prefix="bench-spool-")
     broker = h.Broker(workdir)
