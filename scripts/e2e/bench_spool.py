@@ -27,21 +27,35 @@ def feedback_end(servers):
     return high
 
 
+SPOOL_FILE = "1790000000000-%s-production.jsonl" % h.APP
+
+
+def write_spool(workdir, events):
+    """Makes `workdir`/spool with a spool file of `events` events (none: the directory only); returns its path."""
+    spool = os.path.join(workdir, "spool")
+    os.makedirs(spool)
+    if events:
+        with open(os.path.join(spool, SPOOL_FILE), "w") as f:
+            for n in range(events):
+                f.write(spool_line(n))
+    return spool
+
+
+def worker_starter(binary, workdir, servers, gateway_port, feedback_port, group):
+    """A function that starts a worker (in consumer group `group`, spooling in `workdir`/spool), again each call."""
+    http_port = h.free_port()
+    config = h.worker_config(workdir, servers, gateway_port, feedback_port, http_port, instance=group, group_id=group)
+    return lambda: h.Worker(binary, config, workdir, http_port)
+
+
 def run(binary, workdir, servers, gateway_port, feedback_port, spooled, expected, timeout=600):
     """Starts a worker with `spooled` events in its spool; returns (seconds until the feedback topic has gained
     `expected` events and the spool is empty, peak RSS bytes)."""
-    os.makedirs(os.path.join(workdir, "spool"))
-    if spooled:
-        with open(os.path.join(workdir, "spool", "1790000000000-%s-production.jsonl" % h.APP), "w") as f:
-            for n in range(spooled):
-                f.write(spool_line(n))
+    spool = write_spool(workdir, spooled)
     before = feedback_end(servers)
-    http_port = h.free_port()
-    config = h.worker_config(workdir, servers, gateway_port, feedback_port, http_port,
-                             instance=f"bench-spool-{expected}", group_id=f"bench-spool-{expected}")
-    worker = h.Worker(binary, config, workdir, http_port)
+    start = worker_starter(binary, workdir, servers, gateway_port, feedback_port, f"bench-spool-{expected}")
+    worker = start()
     began = time.time()
-    spool = os.path.join(workdir, "spool")
     while os.listdir(spool) or not worker.metrics() or feedback_end(servers) - before < expected:
         if worker.process.poll() is not None:
             raise SystemExit(f"the worker exited with {worker.process.returncode}; see {workdir}/worker.log")
@@ -59,17 +73,10 @@ def cut_short(binary, workdir, servers, gateway_port, feedback_port, spooled, cu
     """Starts a worker with `spooled` events in its spool, stops it (SIGTERM) once the feedback topic has gained
     `cut_at` of them, and starts it again until the spool is empty. Returns (events the first run left on the
     topic, events on the topic in all, the progress the first run recorded or None)."""
-    os.makedirs(os.path.join(workdir, "spool"))
-    spool = os.path.join(workdir, "spool")
-    name = os.path.join(spool, "1790000000000-%s-production.jsonl" % h.APP)
-    with open(name, "w") as f:
-        for n in range(spooled):
-            f.write(spool_line(n))
+    name = os.path.join(write_spool(workdir, spooled), SPOOL_FILE)
     before = feedback_end(servers)
-    http_port = h.free_port()
-    config = h.worker_config(workdir, servers, gateway_port, feedback_port, http_port,
-                             instance="bench-spool-cut", group_id="bench-spool-cut")
-    worker = h.Worker(binary, config, workdir, http_port)
+    start = worker_starter(binary, workdir, servers, gateway_port, feedback_port, "bench-spool-cut")
+    worker = start()
     began = time.time()
     while feedback_end(servers) - before < cut_at:
         if worker.process.poll() is not None or time.time() - began > timeout:
@@ -81,7 +88,7 @@ def cut_short(binary, workdir, servers, gateway_port, feedback_port, spooled, cu
     if os.path.exists(name + ".acked"):
         with open(name + ".acked") as f:
             progress = int(f.read())
-    worker = h.Worker(binary, config, workdir, http_port)
+    worker = start()
     began = time.time()
     while os.path.exists(name):
         if worker.process.poll() is not None or time.time() - began > timeout:
@@ -97,13 +104,13 @@ def main():
         "--visit": "the list in the feedback service, not a spool",
         "--cut": "stop the worker part-way through the spool and start it again: what it produces twice"})
     kind = "listed" if args.visit else "spooled"
-    if args.cut:
-        workdir = tempfile.mkdtemp(prefix="bench-spool-")
-        broker = h.Broker(workdir)
-        simulator = None
-        try:
-            servers = broker.start()
-            broker.create_topics(6)
+    workdir = tempfile.mkdtemp(prefix="bench-spool-")
+    broker = h.Broker(workdir)
+    simulator = None
+    try:
+        servers = broker.start()
+        broker.create_topics(6)
+        if args.cut:
             simulator = h.Simulator(args.binary, workdir)
             first, total, progress = cut_short(args.binary, os.path.join(workdir, "cut"), servers, simulator.gateway,
                                                simulator.feedback, args.events, args.events * 3 // 10)
@@ -113,15 +120,6 @@ def main():
                   f"{total} in all, {again} produced twice", flush=True)
             h.write_results(args.json, {"cut": {"events": args.events, "first": first, "total": total, "again": again}})
             return 0 if total >= args.events else 1
-        finally:
-            h.tear_down(workdir, simulator, broker)
-
-    workdir = tempfile.mkdtemp(prefix="bench-spool-")
-    broker = h.Broker(workdir)
-    simulator = None
-    try:
-        servers = broker.start()
-        broker.create_topics(6)
         results = {}
         for label, events in (("no list", 0), (kind, args.events)):
             run_dir = os.path.join(workdir, label.replace(" ", "-"))
