@@ -90,13 +90,12 @@ public final class FeedbackPoller: Sendable {
     }
 
     /// The spool files left by an earlier run, oldest first. Progress files without their spool file (a removal
-    /// cut short) are removed.
+    /// cut short) and a progress write's temporary files (a write cut short) are removed.
     private func spoolFiles() -> [String] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? []
         let files = names.filter { $0.hasSuffix(".jsonl") }.sorted()
-        for name in names {
-            guard let owner = [".acked", ".acked.new"].lazy.compactMap({ name.dropSuffix($0) }).first else { continue }
-            if !files.contains(owner) { try? FileManager.default.removeItem(atPath: "\(spool)/\(name)") }
+        for name in names where name.hasSuffix(".acked.new") || name.dropSuffix(".acked").map({ !files.contains($0) }) == true {
+            try? FileManager.default.removeItem(atPath: "\(spool)/\(name)")
         }
         return files.map { "\(spool)/\($0)" }
     }

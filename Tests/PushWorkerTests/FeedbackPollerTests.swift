@@ -170,7 +170,8 @@ import Testing
     }
 
     /// A worker killed while it wrote a spool file leaves a last line without its newline (or an empty file): on
-    /// the next start the whole lines are produced, the cut one is left out, and both files go.
+    /// the next start the whole lines are produced, the cut one is left out, and both files go (with what a
+    /// progress write cut short left).
     @Test func aSpoolCutShortByACrashIsProducedWithoutItsPartialLine() async throws {
         let quiet = Self.quiet
         let spool = try Self.spoolDirectory()
@@ -179,6 +180,9 @@ import Testing
         let cut = lines[0] + [0x0A] + lines[1] + [0x0A] + lines[2].prefix(20)
         try Data(cut).write(to: URL(fileURLWithPath: "\(spool)/1700000000000-com.example.app-production.jsonl"))
         try Data().write(to: URL(fileURLWithPath: "\(spool)/1700000000001-com.example.app-production.jsonl"))
+        // The temporary file of a progress write cut short, beside a spool whose production writes no progress.
+        let temporary = SpoolProgress.path(for: "\(spool)/1700000000001-com.example.app-production.jsonl") + ".new"
+        try "12".write(toFile: temporary, atomically: true, encoding: .utf8)
         let (cluster, properties, producer, poller) = try Self.spoolProducer(spool, logger: quiet)
         #expect(await Self.run(poller, producer, until: 2, producedFrom: spool))
         let records = try await KafkaReplayReader(properties: properties, topic: "notification-feedback", start: .earliest).readAll()
