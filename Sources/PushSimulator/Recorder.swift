@@ -236,26 +236,12 @@ final class Recorder: Sendable {
 
     /// Writes `bytes` (whole lines) on the writer thread; counts the lines from the first byte not written on.
     private func write(_ fd: Int32, _ bytes: [UInt8]) {
-        guard let (written, error) = Recorder.writeAll(fd, bytes) else { return }
+        guard let (written, error) = bytes.withUnsafeBytes({ WholeWrite.write($0, to: fd) }) else { return }
         let lines = bytes[written...].reduce(0) { $1 == 0x0A ? $0 + 1 : $0 }
         if lost.wrappingAdd(lines, ordering: .relaxed).oldValue == 0 {
             logger.error("cannot write the record file: its lines are lost from here on while this lasts (the summary's record_lines_lost counts them)", metadata: [
                 "error": "\(String(cString: strerror(error)))",
             ])
-        }
-    }
-
-    /// Writes `bytes` whole, or returns how many were written and the error that stopped the rest.
-    private static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> (written: Int, error: Int32)? {
-        bytes.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let n = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { return (offset, n < 0 ? errno : EIO) }
-                offset += n
-            }
-            return nil
         }
     }
 }

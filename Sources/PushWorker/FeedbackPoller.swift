@@ -401,7 +401,9 @@ final class SpoolFile: Sendable {
                     s.descriptor = fd
                     s.length = lseek(fd, 0, SEEK_END)
                 }
-                if let failure = writeAll(s.descriptor, bytes) ?? (fsync(s.descriptor) == 0 ? nil : errno) {
+                let fd = s.descriptor
+                let written = bytes.withUnsafeBytes { WholeWrite.write($0) { write(fd, $0) } }
+                if let failure = written?.error ?? (fsync(fd) == 0 ? nil : errno) {
                     if ftruncate(s.descriptor, s.length) != 0 { s.broken = true }
                     throw SpoolError(path: path, errno: failure)
                 }
@@ -409,18 +411,6 @@ final class SpoolFile: Sendable {
                 s.count += count
             }
         }
-    }
-
-    /// Writes `bytes` whole, or returns the error that stopped it.
-    private func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Int32? {
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { write(fd, UnsafeRawBufferPointer(rebasing: $0[offset...])) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return n < 0 ? errno : EIO }
-            offset += n
-        }
-        return nil
     }
 
     func close() async {

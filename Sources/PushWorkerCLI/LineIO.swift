@@ -1,3 +1,5 @@
+import PushCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -86,18 +88,9 @@ struct OutputWriter {
     }
 
     mutating func flush() throws(CLIError) {
-        let failure: Int32? = buffer.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let n = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { return n < 0 ? errno : EIO }
-                offset += n
-            }
-            return nil
-        }
+        let failure = buffer.withUnsafeBytes { WholeWrite.write($0, to: fd) }
         buffer.removeAll(keepingCapacity: true)
-        if let failure { throw CLIError.failure("cannot write the output: \(String(cString: strerror(failure)))") }
+        if let failure { throw CLIError.failure("cannot write the output: \(String(cString: strerror(failure.error)))") }
     }
 }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import PushCore
 import PushWorker
 
 #if canImport(Glibc)
@@ -51,15 +52,7 @@ public struct PushWorkerCommand: AsyncParsableCommand {
 enum StandardError {
     static func write(_ text: String) {
         var text = text
-        text.withUTF8 { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let n = Glibc.write(2, bytes.baseAddress! + offset, bytes.count - offset)
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { return }
-                offset += n
-            }
-        }
+        _ = text.withUTF8 { WholeWrite.write(UnsafeRawBufferPointer($0), to: 2) }
     }
 }
 
