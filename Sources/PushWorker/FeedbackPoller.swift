@@ -165,9 +165,6 @@ public final class FeedbackPoller: Sendable {
         }
         guard let reader = try? await SpoolReader(path: file, offset: start) else { return }
         let progress = SpoolProgress(spool: file, start: start)
-        // The reading holds one count until it reaches the end; every record queued adds one.
-        let remaining = SharedCount(1)
-        let remove: @Sendable () -> Void = { progress.finish() }
         var lines = LineSplitter(maxLine: Self.maxSpoolLine, offset: start)
         var atEnd = false
         while !Task.isCancelled {
@@ -183,12 +180,11 @@ public final class FeedbackPoller: Sendable {
                 break
             }
             let blockLines = lines.split(block)
-            // The block holds one count of its own until its records are queued.
             let number = progress.begin(end: lines.lineEnd)
+            // The block holds one count of its own until its records are queued; every record queued adds one.
             let unacknowledged = SharedCount(1)
-            let queued = await produce(lines: blockLines, queuing: { unacknowledged.add($0); remaining.add($0) }) {
+            let queued = await produce(lines: blockLines, queuing: { unacknowledged.add($0) }) {
                 if unacknowledged.tick() { progress.finish(number) }
-                if remaining.tick() { remove() }
             }
             guard queued else { break }
             if unacknowledged.tick() { _ = try? await NIOThreadPool.singleton.runIfActive { progress.finish(number) } }
@@ -199,9 +195,9 @@ public final class FeedbackPoller: Sendable {
         }
         guard atEnd else { return }
         if lines.partial { logger.warning("feedback spool ends in a partial line; left out", metadata: ["file": "\(file)"]) }
-        // Every record acknowledged already (or none): removed here, on NIO's thread pool; else by the last
-        // acknowledgement, on the producer's thread.
-        if remaining.tick() { _ = try? await NIOThreadPool.singleton.runIfActive(remove) }
+        // The file goes once its last block finishes: here, on NIO's thread pool, when every block has finished
+        // already; else by the last acknowledgement, on the producer's thread.
+        _ = try? await NIOThreadPool.singleton.runIfActive { progress.endOfFile() }
     }
 
     /// Queues the records of `lines` (feedback events, with their suppression records when tuples suppress their

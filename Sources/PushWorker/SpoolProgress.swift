@@ -16,11 +16,17 @@ struct AcknowledgedPrefix {
     private var first = 0
     /// From block `first` on, each begun block's end and whether it has finished.
     private var blocks: [(end: Int64, finished: Bool)] = []
+    /// Whether the file has been read to its end: no block will begin after those begun.
+    private var readToEnd = false
+
+    /// The file has been read to its end and every block begun has finished: all its records are acknowledged.
+    var isComplete: Bool { readToEnd && blocks.isEmpty }
 
     init(start: Int64) { end = start }
 
     /// Starts a block whose lines end at byte offset `end`; returns its number.
     mutating func begin(end: Int64) -> Int {
+        assert(!readToEnd, "a block begun after the end of the file")
         blocks.append((end, false))
         return first + blocks.count - 1
     }
@@ -39,13 +45,16 @@ struct AcknowledgedPrefix {
         end = grown
         return end
     }
+
+    /// Notes that the file has been read to its end.
+    mutating func endOfFile() { readToEnd = true }
 }
 
 /// A spool file's production progress, kept beside it (`FILE.acked`: the acknowledged prefix's end, in decimal), so
 /// that production cut short (a shutdown, a crash) goes on where it was instead of producing the file's first events
 /// again. Written when the prefix grows (once per block read, by whichever thread finishes the block; never on the
-/// cooperative pool), replaced whole by a rename. ``finish()`` removes the spool file and its progress, and no
-/// progress is written after it.
+/// cooperative pool), replaced whole by a rename. Once the file has been read to its end (``endOfFile()``) and its
+/// last block finishes, the spool file and its progress are removed, and no progress is written after that.
 ///
 /// Its only promise is the one that matters: the recorded offset never runs ahead of what was acknowledged. A
 /// progress file that is missing, unreadable or not at a line's end means starting from the beginning: duplicates,
@@ -65,22 +74,33 @@ final class SpoolProgress: Sendable {
     /// Starts a block whose lines end at byte offset `end`; returns its number for ``finish(_:)``.
     func begin(end: Int64) -> Int { state.withLock { $0.prefix.begin(end: end) } }
 
-    /// Block `number`'s records are all acknowledged: records the grown prefix, if it grew. Blocks the calling
-    /// thread for a small write and a rename.
+    /// Block `number`'s records are all acknowledged: records the grown prefix, if it grew, or removes the file
+    /// when this was its last block. Blocks the calling thread for a small write and a rename, or two unlinks.
     func finish(_ number: Int) {
         state.withLock { s in
-            guard !s.finished, let end = s.prefix.finish(number) else { return }
-            Self.write(end, to: Self.path(for: spool))
+            guard !s.finished else { return }
+            let grown = s.prefix.finish(number)
+            if s.prefix.isComplete {
+                remove(&s)
+            } else if let grown {
+                Self.write(grown, to: Self.path(for: spool))
+            }
         }
     }
 
-    /// Every record of the file is acknowledged: removes the file and its progress. Blocks the calling thread.
-    func finish() {
+    /// The file has been read to its end: no block begins after this one. Removes the file and its progress when
+    /// every block has finished already (else the last to finish does). Blocks the calling thread.
+    func endOfFile() {
         state.withLock { s in
-            s.finished = true
-            unlink(spool)
-            unlink(Self.path(for: spool))
+            s.prefix.endOfFile()
+            if !s.finished, s.prefix.isComplete { remove(&s) }
         }
+    }
+
+    private func remove(_ s: inout (prefix: AcknowledgedPrefix, finished: Bool)) {
+        s.finished = true
+        unlink(spool)
+        unlink(Self.path(for: spool))
     }
 
     /// The acknowledged prefix's end recorded for `spool`: 0 without a usable record (none, unreadable, beyond

@@ -406,6 +406,51 @@ import Testing
         #expect(prefix.end == 330)
     }
 
+    /// The file is done when it has been read to its end and every block begun has finished, in either order.
+    @Test func theFileIsDoneOnlyWhenReadToItsEndWithEveryBlockFinished() {
+        var prefix = AcknowledgedPrefix(start: 0)
+        let blocks = [40, 80].map { prefix.begin(end: $0) }
+        _ = prefix.finish(blocks[1])
+        prefix.endOfFile()
+        #expect(!prefix.isComplete, "block 0 is still in flight")
+        _ = prefix.finish(blocks[0])
+        #expect(prefix.isComplete)
+
+        var unread = AcknowledgedPrefix(start: 0)
+        _ = unread.finish(unread.begin(end: 40))
+        #expect(!unread.isComplete, "every block finished, but more of the file may follow")
+        unread.endOfFile()
+        #expect(unread.isComplete)
+
+        var empty = AcknowledgedPrefix(start: 0)
+        empty.endOfFile()
+        #expect(empty.isComplete, "nothing read, nothing to wait for")
+    }
+
+    /// The last block to finish removes the spool file and its progress, whether it finishes before or after the
+    /// end of the file is reached; until then a grown prefix is recorded beside the file.
+    @Test(arguments: [false, true]) func theLastBlockToFinishRemovesTheFile(endFirst: Bool) throws {
+        let spool = try FeedbackPollerTests.spoolDirectory()
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        let file = "\(spool)/1700000000000-com.example.app-production.jsonl"
+        try "ab\ncd\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let progress = SpoolProgress(spool: file, start: 0)
+        let first = progress.begin(end: 3)
+        let second = progress.begin(end: 6)
+        progress.finish(first)
+        #expect(SpoolProgress.resumeOffset(for: file) == (3, nil))
+        if endFirst { progress.endOfFile() }
+        #expect(FileManager.default.fileExists(atPath: file))
+        progress.finish(second)
+        if !endFirst {
+            #expect(FileManager.default.fileExists(atPath: file), "the end of the file not reached yet")
+            #expect(SpoolProgress.resumeOffset(for: file) == (6, nil))
+            progress.endOfFile()
+        }
+        #expect(!FileManager.default.fileExists(atPath: file))
+        #expect(!FileManager.default.fileExists(atPath: SpoolProgress.path(for: file)))
+    }
+
     /// A recorded offset is used only when it ends a line of the spool file; anything else means the beginning.
     @Test func aRecordedOffsetCountsOnlyAtTheEndOfALine() throws {
         let spool = try FeedbackPollerTests.spoolDirectory()
