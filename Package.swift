@@ -227,6 +227,7 @@ let package = Package(
             dependencies: ["PushWorker", "PushTestSupport", "PushKafka", "PushCore", "PushGateway", "PushSimulator",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "NIOEmbedded", package: "swift-nio"),
+                           .product(name: "Prometheus", package: "swift-prometheus"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: strict
         ),

@@ -115,7 +115,8 @@ extension WorkerConfiguration {
             let expires = Date(timeIntervalSince1970: TimeInterval(certificates[0].notValidAfter))
             var warning = ""
             if let uid, uid != endpoint.app { warning = " — WARNING: the certificate is for \(uid), not \(endpoint.app)" }
-            if expires < Date() { warning += " — WARNING: the certificate has expired" }
+            let expiry = CertificateExpiry(app: endpoint.key, notAfter: Int64(certificates[0].notValidAfter))
+            if let notice = expiry.notice(now: Int64(Date().timeIntervalSince1970)) { warning += " — WARNING: \(notice.message)" }
             let source = apps[index].privateKeyPassphrase != nil
                 ? "; key passphrase from \(ConfigReader.variable("apps[\(index)].private_key_passphrase"))"
                 : apps[index].privateKeyPassphraseFile.map { "; key passphrase from \($0)" } ?? ""

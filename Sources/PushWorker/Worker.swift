@@ -27,6 +27,8 @@ public final class Worker: Sendable {
     let logger: Logger
     private let registry: PrometheusCollectorRegistry?
     let http: HTTPEndpoints
+    /// The client certificates' ends, one per app with certificate authentication.
+    let certificateExpiries: [CertificateExpiry]
 
     /// - Parameter registry: the Prometheus registry the process's metrics go to (`MetricsSystem` bootstrapped with
     ///   it), served on `/metrics`.
@@ -42,7 +44,17 @@ public final class Worker: Sendable {
             brokers: configuration.kafka.brokers, common: configuration.kafka.properties,
             consumer: configuration.kafka.consumerProperties, producer: configuration.kafka.producerProperties)
         // Every certificate and key loads before anything touches Kafka; a failure names its key.
-        let endpoints = try configuration.loadCredentials().map(\.endpoint)
+        let credentials = try configuration.loadCredentials()
+        let endpoints = credentials.map(\.endpoint)
+        certificateExpiries = credentials.compactMap { endpoint, certificates in
+            certificates.first.map { CertificateExpiry(app: endpoint.key, notAfter: Int64($0.notValidAfter)) }
+        }
+        let expiryMetric = MetricNameDescriptor(
+            namespace: "pushworker", metricName: "certificate_expiry_timestamp", unitName: "seconds",
+            helpText: "When the app's client certificate stops being valid (UNIX seconds)")
+        for expiry in certificateExpiries {
+            registry?.makeGauge(descriptor: expiryMetric, labels: [("app", "\(expiry.app)")]).set(to: Double(expiry.notAfter))
+        }
         producer = try KafkaProducer(properties: properties.producerProperties, logger: logger)
         let pipelineConfiguration = configuration.pipelineConfiguration(endpoints: endpoints)
         suppression = try SuppressionService.open(configuration, properties: properties, logger: logger)
@@ -96,6 +108,11 @@ public final class Worker: Sendable {
             "brokers": "\(configuration.kafka.brokers)", "group": "\(configuration.kafka.groupID)",
             "topics": "\(configuration.kafka.inputTopics)", "apps": "\(configuration.apps.map { "\($0.bundleID)/\($0.environment.rawValue)" })",
         ])
+        let now = Int64(Date().timeIntervalSince1970)
+        for expiry in certificateExpiries {
+            guard let notice = expiry.notice(now: now) else { continue }
+            logger.log(level: notice.level, notice.message, metadata: ["app": "\(expiry.app)", "not_after": "\(expiry.notAfterText)"])
+        }
     }
 
     public func logStop() {
