@@ -22,8 +22,8 @@ struct CertificateExpiry: Sendable, Equatable {
             return (.error, "the client certificate has expired: the gateway will refuse every connection until it is replaced")
         }
         guard remaining < Self.warningPeriod else { return nil }
-        let days = remaining / 86_400
-        let left = days >= 1 ? "\(days) day\(days == 1 ? "" : "s")" : "\(remaining / 3600) hours"
+        let (days, hours) = (remaining / 86_400, remaining / 3600)
+        let left = days >= 1 ? "\(days) day\(days == 1 ? "" : "s")" : hours >= 1 ? "\(hours) hour\(hours == 1 ? "" : "s")" : "less than an hour"
         return (.warning, "the client certificate expires in \(left): replace it before then")
     }
 

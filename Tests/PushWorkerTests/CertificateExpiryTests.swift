@@ -23,7 +23,9 @@ import Testing
         #expect(warning.level == .warning)
         #expect(warning.message.contains("expires in 29 days"))
         #expect(try #require(notice(86_400 + 5)).message.contains("expires in 1 day:"))
-        #expect(try #require(notice(5 * 3600 + 5)).message.contains("expires in 5 hours"))
+        #expect(try #require(notice(5 * 3600 + 5)).message.contains("expires in 5 hours:"))
+        #expect(try #require(notice(3600)).message.contains("expires in 1 hour:"))
+        #expect(try #require(notice(3599)).message.contains("expires in less than an hour:"))
         for passed: Int64 in [0, -1, -400 * 86_400] {
             let error = try #require(notice(passed))
             #expect(error.level == .error)
