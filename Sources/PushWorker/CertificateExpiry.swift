@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOSSL
 import PushGateway
 
 /// When an app's client certificate stops being valid. Apple's push certificates last a year and an expired one
@@ -13,6 +14,18 @@ struct CertificateExpiry: Sendable, Equatable {
     let app: AppKey
     /// The leaf certificate's `notValidAfter`, UNIX seconds.
     let notAfter: Int64
+
+    init(app: AppKey, notAfter: Int64) {
+        self.app = app
+        self.notAfter = notAfter
+    }
+
+    /// The end of the leaf of `certificates` (a certificate file's chain, leaf first); nil without one (token
+    /// authentication).
+    init?(app: AppKey, certificates: [NIOSSLCertificate]) {
+        guard let leaf = certificates.first else { return nil }
+        self.init(app: app, notAfter: Int64(leaf.notValidAfter))
+    }
 
     /// What the start-up log says about it at `now` (UNIX seconds): nothing while more than ``warningPeriod``
     /// remains.

@@ -112,10 +112,10 @@ extension WorkerConfiguration {
             }
             let subject = certificates[0].subjectName.map { "\($0.value)" }.joined(separator: ", ")
             let uid = certificates[0].subjectName.first { $0.type == .userId }?.value
-            let expires = Date(timeIntervalSince1970: TimeInterval(certificates[0].notValidAfter))
+            let expiry = CertificateExpiry(app: endpoint.key, notAfter: Int64(certificates[0].notValidAfter))
+            let expires = Date(timeIntervalSince1970: TimeInterval(expiry.notAfter))
             var warning = ""
             if let uid, uid != endpoint.app { warning = " — WARNING: the certificate is for \(uid), not \(endpoint.app)" }
-            let expiry = CertificateExpiry(app: endpoint.key, notAfter: Int64(certificates[0].notValidAfter))
             if let notice = expiry.notice(now: Int64(Date().timeIntervalSince1970)) { warning += " — WARNING: \(notice.message)" }
             let source = apps[index].privateKeyPassphrase != nil
                 ? "; key passphrase from \(ConfigReader.variable("apps[\(index)].private_key_passphrase"))"

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PushCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -127,8 +128,8 @@ final class SpoolProgress: Sendable {
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { return }
         let bytes = Array("\(offset)\n".utf8)
-        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress!, $0.count) }
+        let failure = bytes.withUnsafeBytes { WholeWrite.write($0, to: fd) }
         close(fd)
-        if written == bytes.count { rename(temporary, path) } else { unlink(temporary) }
+        if failure == nil { rename(temporary, path) } else { unlink(temporary) }
     }
 }

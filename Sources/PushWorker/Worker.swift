@@ -46,9 +46,7 @@ public final class Worker: Sendable {
         // Every certificate and key loads before anything touches Kafka; a failure names its key.
         let credentials = try configuration.loadCredentials()
         let endpoints = credentials.map(\.endpoint)
-        certificateExpiries = credentials.compactMap { endpoint, certificates in
-            certificates.first.map { CertificateExpiry(app: endpoint.key, notAfter: Int64($0.notValidAfter)) }
-        }
+        certificateExpiries = credentials.compactMap { CertificateExpiry(app: $0.endpoint.key, certificates: $0.certificates) }
         let expiryMetric = MetricNameDescriptor(
             namespace: "pushworker", metricName: "certificate_expiry_timestamp", unitName: "seconds",
             helpText: "When the app's client certificate stops being valid (UNIX seconds)")
