@@ -26,7 +26,9 @@ public struct KafkaRecord: Sendable, Hashable {
 /// When the sink's ``RecordSink/pressure`` reaches `maxOutstanding`, the assigned partitions are paused: fetching
 /// stops, nothing is dropped (``FetchThrottle`` decides when and which: a resume names every partition paused since
 /// the last one, so that a rebalance while paused cannot leave partitions paused for good). Records librdkafka fetches
-/// again in a resumed partition are dropped before the sink sees them (``FetchPositions``).
+/// again in a resumed partition are dropped before the sink sees them (``FetchPositions``). On a broker that answers
+/// an empty fetch at once, librdkafka's fetching is paced (each empty answer held for `idlePace`) while the consumer
+/// is idle at the end of its partitions with nothing prefetched (``FetchAnswerWatch``).
 public final class KafkaConsumer: Sendable {
     /// Who owns the polled records.
     public let sink: any RecordSink
@@ -39,6 +41,7 @@ public final class KafkaConsumer: Sendable {
     private let maxOutstanding: Int
     private let holdBeforePause: Duration
     private let maxBatch: Int
+    private let watch: FetchAnswerWatch
     private let stopRequested = Atomic<Bool>(false)
     private let pausedFlag = Atomic<Bool>(false)
     /// The poll loop's ``FetchThrottle`` counts, published for ``fetchHolds`` and ``fetchPauses``.
@@ -53,9 +56,11 @@ public final class KafkaConsumer: Sendable {
     ///   - sink: who takes the records; by default a ``RecordStream``.
     ///   - holdBeforePause: how long the consumer stops polling at `maxOutstanding` before it pauses fetching
     ///     (``FetchThrottle``): a pipeline that drains within it keeps librdkafka's prefetched records.
+    ///   - idlePace: how long each empty fetch answer at once is held while idle on a broker that answers empty
+    ///     fetches at once (zero: never; a record that arrives meanwhile waits at most this long).
     public init(
         properties: [String: String], topics: [String], maxOutstanding: Int, maxBatch: Int = 1000,
-        holdBeforePause: Duration = .seconds(1),
+        holdBeforePause: Duration = .seconds(1), idlePace: Duration = KafkaConsumer.defaultIdlePace,
         sink: (any RecordSink)? = nil, logger: Logger = Logger(label: "pushworker.kafka.consumer")
     ) throws(KafkaError) {
         self.sink = sink ?? RecordStream()
@@ -70,7 +75,11 @@ public final class KafkaConsumer: Sendable {
         let context = RebalanceContext(sink: self.sink, logger: logger)
         rd_kafka_conf_set_opaque(configuration.pointer, Unmanaged.passUnretained(context).toOpaque())
         rd_kafka_conf_set_rebalance_cb(configuration.pointer, rebalanceCallback)
+        let watch = FetchAnswerWatch(
+            fetchWaitMaxMilliseconds: FetchAnswerWatch.fetchWaitMaxMilliseconds(properties), pace: idlePace)
+        try watch.install(on: configuration.pointer)
         client = try configuration.makeClient(RD_KAFKA_CONSUMER)
+        self.watch = watch
         self.context = context
         self.maxOutstanding = maxOutstanding
         self.holdBeforePause = holdBeforePause
@@ -116,6 +125,7 @@ public final class KafkaConsumer: Sendable {
 
     /// Asks the poll loop to finish.
     public func stop() {
+        watch.setIdle(false)
         context.stopping.store(true, ordering: .relaxed)
         stopRequested.store(true, ordering: .relaxed)
     }
@@ -151,6 +161,16 @@ public final class KafkaConsumer: Sendable {
     /// The partitions assigned now.
     public var assignment: [TopicPartition] { context.assignment }
 
+    /// How long an empty fetch answer at once is held while idle, by default.
+    public static let defaultIdlePace: Duration = .milliseconds(10)
+
+    /// How many empty fetch answers at once were held for `idlePace` while idle, since the start.
+    public var idlePaces: Int { watch.paces }
+
+    /// How many fetch answers came back faster than a broker that holds empty fetches answers, since the start
+    /// (``FetchAnswerWatch``).
+    public var fetchAnswersAtOnce: Int { watch.answers }
+
     private func pollLoop() {
         var throttle = FetchThrottle(limit: maxOutstanding, holdLimit: holdBeforePause)
         var positions = FetchPositions()
@@ -159,6 +179,8 @@ public final class KafkaConsumer: Sendable {
         // The consumer queue (rd_kafka_poll_set_consumer), for draining what is already fetched a batch at a time;
         // this loop owns the handle and gives it back before the consumer closes.
         let queue = rd_kafka_queue_get_consumer(client)
+        // The watch wakes the poll only to pace.
+        if watch.pace > .zero { watch.attach(queue) }
         while !stopRequested.load(ordering: .relaxed) {
             // Suspended (graceful shutdown) counts as full: fetching stops, the group membership and commits go on.
             let outstanding = suspended.load(ordering: .relaxed) ? Int.max : sink.pressure
@@ -171,15 +193,20 @@ public final class KafkaConsumer: Sendable {
                 if action == .hold {
                     // Full: nothing is polled until the pipeline drains or the hold ends (a dedicated thread, so it
                     // may block). Settled offsets are still stored for the next commit.
+                    watch.setIdle(isIdle(queue: queue))
                     storeSettledOffsets()
                     Thread.sleep(forTimeInterval: Self.holdTick)
                     continue
                 }
                 apply(action)
-                if case .resume(let partitions) = action { positions.resumed(partitions) }
+                if case .resume(let partitions) = action {
+                    positions.resumed(partitions)
+                    watch.reset()
+                }
             }
             var count = polled(into: messages, queue: queue)
             if count > 0 {
+                watch.reset()
                 let screened = positions.screen(
                     messages, count: count, generation: context.generation,
                     highWatermark: highWatermark, topicName: { String(cString: rd_kafka_topic_name($0)) },
@@ -190,13 +217,24 @@ public final class KafkaConsumer: Sendable {
                     sink.consume(PolledBatch(messages: UnsafeBufferPointer(rebasing: messages[..<count])))
                     for i in 0..<count { rd_kafka_message_destroy(messages[i]) }
                 }
+            } else {
+                watch.setIdle(isIdle(queue: queue))
             }
             storeSettledOffsets()
         }
+        watch.setIdle(false)
+        watch.attach(nil)
         if let queue { rd_kafka_queue_destroy(queue) }
         commitFinally(within: .seconds(10))
         rd_kafka_consumer_close(client)
         (sink as? RecordStream)?.finish()
+    }
+
+    /// Whether the consumer is idle at the end of its partitions for the watch's pacing: the broker answered fetches
+    /// at once twice since the last polled records (or the last resume), and nothing is prefetched.
+    private func isIdle(queue: OpaquePointer?) -> Bool {
+        guard watch.pace > .zero, let queue, watch.answersSinceReset >= FetchAnswerWatch.wakeAt else { return false }
+        return rd_kafka_queue_length(queue) == 0
     }
 
     /// Waits up to 100 ms for one record, then takes what else is already fetched, up to `messages.count` in all,

@@ -18,6 +18,9 @@ public struct WorkerConfiguration: Sendable, Equatable {
         public var properties: [String: String] = [:]
         public var consumerProperties: [String: String] = [:]
         public var producerProperties: [String: String] = [:]
+        /// How long fetching pauses at a time while the consumer is idle on a broker that answers empty fetches at
+        /// once, in milliseconds (0: never; see ``KafkaConsumer``).
+        public var idleFetchPaceMilliseconds = 10
     }
 
     /// How an app's notifications travel (SPEC section 9).
@@ -123,6 +126,7 @@ public struct WorkerConfiguration: Sendable, Equatable {
         kafka.properties = try r.stringMap(k, "properties") ?? [:]
         kafka.consumerProperties = try r.stringMap(k, "consumer_properties") ?? [:]
         kafka.producerProperties = try r.stringMap(k, "producer_properties") ?? [:]
+        kafka.idleFetchPaceMilliseconds = try r.int(k, "idle_fetch_pace_ms", in: 0...1_000) ?? kafka.idleFetchPaceMilliseconds
         try k.rejectUnknown()
 
         let appNodes = try r.list(top.take("apps"), path: "apps")

@@ -63,7 +63,8 @@ public final class Worker: Sendable {
             properties: properties.consumerProperties(groupID: configuration.kafka.groupID),
             topics: configuration.kafka.inputTopics,
             // The pipeline's ledger holds at most max_in_flight records; records beyond that wait in Kafka.
-            maxOutstanding: configuration.delivery.maxInFlight, sink: pipeline, logger: logger)
+            maxOutstanding: configuration.delivery.maxInFlight,
+            idlePace: .milliseconds(configuration.kafka.idleFetchPaceMilliseconds), sink: pipeline, logger: logger)
         // One member of the group polls the feedback services: the one holding partition 0 of the first input topic
         // (it moves with rebalances and always has exactly one holder while the group consumes).
         let pollerPartition = TopicPartition(topic: configuration.kafka.inputTopics[0], partition: 0)
@@ -75,11 +76,13 @@ public final class Worker: Sendable {
         let lag = Gauge(label: "pushworker_consumer_lag")
         let holds = FollowingCounter(CoreMetrics.Counter(label: "pushworker_fetch_holds_total"))
         let pauses = FollowingCounter(CoreMetrics.Counter(label: "pushworker_fetch_pauses_total"))
+        let paces = FollowingCounter(CoreMetrics.Counter(label: "pushworker_fetch_idle_paces_total"))
         http = HTTPEndpoints(
             metrics: { [consumer] in
                 lag.record(consumer.lag)
                 holds.follow(consumer.fetchHolds)
                 pauses.follow(consumer.fetchPauses)
+                paces.follow(consumer.idlePaces)
                 var out: [UInt8] = []
                 registry?.emit(into: &out)
                 LatencyHistograms.process.emit(into: &out)

@@ -313,6 +313,89 @@ import Testing
         }
         #expect(distinct == 1000)
     }
+
+    /// What an idle consumer's fetching did in one second at the end of its partitions.
+    struct IdleSecond {
+        /// Fetch answers that came back faster than a broker that holds empty fetches answers.
+        var answers: Int
+        var paces: Int
+        /// Records produced after that second that arrived.
+        var late: Int
+        /// From their acknowledgement to the last one's arrival.
+        var lateWait: Duration = .zero
+    }
+
+    /// Consumes and settles the 10 records of `topic`, watches the consumer's fetching for one idle second, then
+    /// produces 3 records more and waits for them.
+    static func idleSecond(_ cluster: KafkaMockCluster, topic: String, properties: [String: String], pace: Duration) async throws -> IdleSecond {
+        let consumer = try KafkaConsumer(properties: properties, topics: [topic], maxOutstanding: 1000, idlePace: pace)
+        return try await withThrowingTaskGroup(of: IdleSecond?.self) { tasks in
+            tasks.addTask {
+                await consumer.run()
+                return nil
+            }
+            tasks.addTask {
+                var records = consumer.records.makeAsyncIterator()
+                var received = 0
+                while received < 10, let batch = await records.next() {
+                    received += batch.count
+                    for record in batch { consumer.offsets.outcomeKnown(record) }
+                }
+                let (answers, paces) = (consumer.fetchAnswersAtOnce, consumer.idlePaces)
+                // The window observed, not a wait for an event.
+                try await Task.sleep(for: .seconds(1))
+                var second = IdleSecond(answers: consumer.fetchAnswersAtOnce - answers, paces: consumer.idlePaces - paces, late: 0)
+                try await Self.produce(cluster, topic: topic, (0..<3).map { "late-\($0)" })
+                let produced = ContinuousClock.now
+                while second.late < 3, let batch = await records.next() {
+                    second.late += batch.count
+                    for record in batch { consumer.offsets.outcomeKnown(record) }
+                }
+                second.lateWait = produced.duration(to: .now)
+                consumer.stop()
+                return second
+            }
+            var out = IdleSecond(answers: -1, paces: -1, late: -1)
+            for try await r in tasks { if let r { out = r } }
+            return out
+        }
+    }
+
+    /// On a broker that answers empty fetches at once (the mock cluster asked not to hold them: `fetch.wait.max.ms`
+    /// 0), librdkafka fetches again and again while the consumer is idle; with the idle pace it fetches a few times
+    /// per pace. Records produced after it arrive without a stall. (With the pace off, as the second consumer runs,
+    /// the same second takes thousands of fetches.)
+    @Test(.timeLimit(.minutes(1))) func anIdleConsumerPacesABrokerThatAnswersEmptyFetchesAtOnce() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("idle", partitions: 2)
+        try await Self.produce(cluster, topic: "idle", (0..<10).map { "i\($0)" })
+        var properties = Self.consumerProperties(cluster, group: "g-idle-paced")
+        properties["fetch.wait.max.ms"] = "0"
+        let paced = try await Self.idleSecond(cluster, topic: "idle", properties: properties, pace: KafkaConsumer.defaultIdlePace)
+        properties["group.id"] = "g-idle-unpaced"
+        try cluster.createTopic("idle-unpaced", partitions: 2)
+        try await Self.produce(cluster, topic: "idle-unpaced", (0..<10).map { "u\($0)" })
+        let unpaced = try await Self.idleSecond(cluster, topic: "idle-unpaced", properties: properties, pace: .zero)
+        #expect(paced.late == 3 && unpaced.late == 3)
+        // Not stalled: librdkafka's broker thread, once it stops fetching, would sleep up to a second.
+        #expect(paced.lateWait < .milliseconds(500), "late records waited \(paced.lateWait)")
+        #expect(paced.paces > 0 && paced.paces <= 101, "paces \(paced.paces), answers \(paced.answers), unpaced \(unpaced.answers)")
+        #expect(unpaced.paces == 0)
+        #expect(paced.answers * 4 < unpaced.answers, "fetch answers in an idle second: paced \(paced.answers), unpaced \(unpaced.answers)")
+    }
+
+    /// On a broker that holds empty fetches (the mock cluster as it is), an idle consumer never paces: no fetch is
+    /// answered at once while nothing arrives.
+    @Test(.timeLimit(.minutes(1))) func anIdleConsumerDoesNotPaceABrokerThatHoldsEmptyFetches() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("held", partitions: 2)
+        try await Self.produce(cluster, topic: "held", (0..<10).map { "h\($0)" })
+        let second = try await Self.idleSecond(
+            cluster, topic: "held", properties: Self.consumerProperties(cluster, group: "g-held"), pace: KafkaConsumer.defaultIdlePace)
+        #expect(second.late == 3)
+        #expect(second.paces == 0)
+        #expect(second.answers == 0)
+    }
 }
 
 /// A graceful shutdown waits until the producer has nothing unacknowledged; the records an acknowledgement settles

@@ -198,3 +198,19 @@ func problem(_ yaml: String, _ env: [String: String] = [:]) -> ConfigurationErro
         #expect(problem(Self.app + "suppression: {topic: t, compact: true}")?.key == "suppression.compact")
     }
 }
+
+@Suite struct IdleFetchPaceConfigurationTests {
+    static let app = "apps: [{bundle_id: a.b, certificate: c.pem, private_key: k.pem}]\n"
+
+    @Test func thePaceIsTenMillisecondsUnlessSet() throws {
+        #expect(try load(Self.app).kafka.idleFetchPaceMilliseconds == 10)
+        #expect(try load("kafka: {idle_fetch_pace_ms: 0}\n" + Self.app).kafka.idleFetchPaceMilliseconds == 0)
+        #expect(try load(Self.app, ["PUSHWORKER_KAFKA_IDLE_FETCH_PACE_MS": "250"]).kafka.idleFetchPaceMilliseconds == 250)
+    }
+
+    @Test func aPaceOutOfRangeNamesItsKey() {
+        #expect(problem("kafka: {idle_fetch_pace_ms: 1001}\n" + Self.app)?.key == "kafka.idle_fetch_pace_ms")
+        #expect(problem("kafka: {idle_fetch_pace_ms: -1}\n" + Self.app)?.key == "kafka.idle_fetch_pace_ms")
+        #expect(problem(Self.app, ["PUSHWORKER_KAFKA_IDLE_FETCH_PACE_MS": "soon"])?.key == "kafka.idle_fetch_pace_ms")
+    }
+}

@@ -176,6 +176,8 @@ def main():
                              "second for both, to tell the broker's and the machine's pauses from the worker's")
     parser.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE",
                         help="a librdkafka consumer property for the worker (repeatable)")
+    parser.add_argument("--idle-fetch-pace-ms", type=int, default=None,
+                        help="the worker's kafka.idle_fetch_pace_ms (default: the worker's own; 0 turns idle pacing off)")
     args = parser.parse_args()
     if args.uuid_ids:
         h.event_id = h.uuid_event_id
@@ -231,7 +233,8 @@ def main():
         http_port = h.free_port()
         config = h.worker_config(workdir, servers, simulator.gateway, simulator.feedback, http_port,
                                  max_in_flight=max_in_flight, connections=args.connections, api_port=api_port,
-                                 consumer_properties=dict(p.split("=", 1) for p in args.consumer_property))
+                                 consumer_properties=dict(p.split("=", 1) for p in args.consumer_property),
+                                 idle_fetch_pace_ms=args.idle_fetch_pace_ms)
         results["transport"] = "http2" if args.http2 else "binary"
         worker = h.Worker(args.binary, config, workdir, http_port)
         poller = h.Poller(worker, 10.0)

@@ -221,9 +221,11 @@ class Simulator:
 
 def worker_config(workdir, servers, gateway_port, feedback_port, http_port, max_in_flight=100000, connections=2,
                   reconnect=(500, 60000, 30), instance="bench-worker-1", acceptance_ms=1000, log_level="warning",
-                  consumer_properties=None, protocol=None, api_port=None, suppression=False, group_id="pushworker-e2e"):
+                  consumer_properties=None, protocol=None, api_port=None, suppression=False, group_id="pushworker-e2e",
+                  idle_fetch_pace_ms=None):
     """The worker's configuration; with `api_port`, the app goes over the HTTP/2 API with token authentication;
-    with `suppression`, tokens reported gone are shared through SUPPRESSED."""
+    with `suppression`, tokens reported gone are shared through SUPPRESSED; `idle_fetch_pace_ms` replaces the
+    worker's default (None keeps it)."""
     pki = f"{ROOT}/pki"
     path = os.path.join(workdir, "pushworker.yaml")
     # Given properties replace these defaults (a session timeout for a worker run under a profiler, say).
@@ -253,7 +255,7 @@ def worker_config(workdir, servers, gateway_port, feedback_port, http_port, max_
   input_topics: [{INPUT}]
   delivery_error_topic: {ERRORS}
   feedback_topic: {FEEDBACK}
-  consumer_properties:
+{f"  idle_fetch_pace_ms: {idle_fetch_pace_ms}{chr(10)}" if idle_fetch_pace_ms is not None else ""}  consumer_properties:
 {consumer_block}apps:
   - bundle_id: {APP}
     environment: production
