@@ -26,6 +26,8 @@ public final class KafkaReplayReader: Sendable {
     private let continuation: AsyncStream<[KafkaRecord]>.Continuation
     private let budget: ReadAheadBudget
     private let follow: Bool
+    /// Paces fetching while a following reader is idle at the end (nil for a reader that does not follow).
+    private let watch: FetchAnswerWatch?
 
     /// Records read and not yet taken from ``records``, at most (a batch of up to 1,000 may pass it when nothing is
     /// outstanding).
@@ -37,12 +39,15 @@ public final class KafkaReplayReader: Sendable {
     /// Whether the reader's thread waits for the consumer to take what it read.
     public var isWaitingForConsumer: Bool { budget.isWaiting }
 
-    /// - Parameter follow: the reader does not stop at the end offsets: once every partition has reached them it
-    ///   yields an empty batch (the range is read; what comes after was written since), and then follows the topic,
-    ///   until ``records`` is no longer iterated.
+    /// - Parameters:
+    ///   - follow: the reader does not stop at the end offsets: once every partition has reached them it yields an
+    ///     empty batch (the range is read; what comes after was written since), and then follows the topic, until
+    ///     ``records`` is no longer iterated.
+    ///   - idlePace: for a reader that follows, how long each empty fetch answer at once is held while it is idle on
+    ///     a broker that answers empty fetches at once (``FetchAnswerWatch``; zero: never).
     public init(
         properties: [String: String], topic: String, start: Start, readAhead: Int = 10_000,
-        timeoutMilliseconds: Int32 = 10_000, follow: Bool = false
+        timeoutMilliseconds: Int32 = 10_000, follow: Bool = false, idlePace: Duration = .zero
     ) throws(KafkaError) {
         self.follow = follow
         try LibRDKafka.checkVersion()
@@ -53,7 +58,12 @@ public final class KafkaReplayReader: Sendable {
         // The end of a partition is seen as its position, not as the last record's offset + 1.
         properties["enable.partition.eof"] = "true"
         let configuration = try KafkaConfigurationHandle(properties)
+        let watch = follow
+            ? FetchAnswerWatch(fetchWaitMaxMilliseconds: FetchAnswerWatch.fetchWaitMaxMilliseconds(properties), pace: idlePace)
+            : nil
+        try watch?.install(on: configuration.pointer)
         client = try configuration.makeClient(RD_KAFKA_CONSUMER)
+        self.watch = watch
         self.topic = topic
         let budget = ReadAheadBudget(limit: max(1, readAhead))
         self.budget = budget
@@ -118,7 +128,17 @@ public final class KafkaReplayReader: Sendable {
     }
 
     /// Ends ``run()`` (within a poll's 100 ms) and the batches; for a reader that follows the topic.
-    public func stop() { budget.cancel() }
+    public func stop() {
+        watch?.setIdle(false)
+        budget.cancel()
+    }
+
+    /// For a reader that follows: how many empty fetch answers at once were held while idle, since the start.
+    public var idlePaces: Int { watch?.paces ?? 0 }
+
+    /// For a reader that follows: how many fetch answers came back faster than a broker that holds empty fetches
+    /// answers, since the start.
+    public var fetchAnswersAtOnce: Int { watch?.answers ?? 0 }
 
     /// Reads the whole range and returns its records.
     public func readAll() async -> [KafkaRecord] {
@@ -177,6 +197,10 @@ public final class KafkaReplayReader: Sendable {
                 batch.append(KafkaRecord(message: message))
                 if m.offset + 1 >= end { remaining[m.partition] = nil }
             }
+            if let watch, followed {
+                // Idle: a poll's wait with no record, on a broker that answered fetches at once meanwhile.
+                if batch.isEmpty { watch.setIdle(watch.answersSinceReset >= FetchAnswerWatch.wakeAt) } else { watch.reset() }
+            }
             if !batch.isEmpty {
                 budget.acquire(batch.count)  // waits while the consumer is readAhead behind
                 continuation.yield(batch)
@@ -186,6 +210,7 @@ public final class KafkaReplayReader: Sendable {
                 continuation.yield([])
             }
         }
+        watch?.setIdle(false)
         continuation.finish()
     }
 

@@ -83,10 +83,16 @@ public struct SuppressionService: Service {
     private let properties: [String: String]
 
     /// Opens the topic (its partitions and end offsets are looked up now: a missing topic is an error here).
-    public init(properties: [String: String], topic: String, list: SuppressionList, logger: Logger) throws(KafkaError) {
+    /// - Parameter idlePace: how long an empty fetch answer at once is held while the reader is idle
+    ///   (`kafka.idle_fetch_pace_ms`, ``KafkaReplayReader``).
+    public init(
+        properties: [String: String], topic: String, list: SuppressionList, logger: Logger,
+        idlePace: Duration = KafkaConsumer.defaultIdlePace
+    ) throws(KafkaError) {
         var properties = properties
         properties["enable.auto.commit"] = nil
-        reader = try KafkaReplayReader(properties: properties, topic: topic, start: .earliest, readAhead: 10_000, follow: true)
+        reader = try KafkaReplayReader(
+            properties: properties, topic: topic, start: .earliest, readAhead: 10_000, follow: true, idlePace: idlePace)
         self.properties = properties
         self.list = list
         self.logger = logger
@@ -101,7 +107,9 @@ public struct SuppressionService: Service {
         let list = SuppressionList()
         let readerProperties = properties.consumerProperties(groupID: "\(configuration.kafka.groupID)-suppression")
         do {
-            return (list, try SuppressionService(properties: readerProperties, topic: topic, list: list, logger: logger))
+            return (list, try SuppressionService(
+                properties: readerProperties, topic: topic, list: list, logger: logger,
+                idlePace: .milliseconds(configuration.kafka.idleFetchPaceMilliseconds)))
         } catch {
             throw ConfigurationError(key: "suppression.topic", "cannot read topic \(topic): \(error)")
         }

@@ -56,6 +56,56 @@ import Testing
         #expect(after.sorted() == (0..<4).map { "after-\($0)" })
     }
 
+    /// What a following reader's fetching did in one idle second after the end marker, and how many records written
+    /// after it arrived.
+    static func followedIdleSecond(_ cluster: KafkaMockCluster, topic: String, pace: Duration) async throws -> IdleSecond {
+        let reader = try KafkaReplayReader(
+            properties: ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3", "fetch.wait.max.ms": "0"],
+            topic: topic, start: .earliest, follow: true, idlePace: pace)
+        return try await withThrowingTaskGroup(of: IdleSecond?.self) { group in
+            group.addTask {
+                await reader.run()
+                return nil
+            }
+            group.addTask {
+                var second = IdleSecond(answers: 0, paces: 0, late: 0)
+                var caughtUp = false
+                for await batch in reader.records {
+                    if batch.isEmpty {
+                        caughtUp = true
+                        let (answers, paces) = (reader.fetchAnswersAtOnce, reader.idlePaces)
+                        // The window observed, not a wait for an event.
+                        try await Task.sleep(for: .seconds(1))
+                        second.answers = reader.fetchAnswersAtOnce - answers
+                        second.paces = reader.idlePaces - paces
+                        try await Self.produce(cluster, topic: topic, (0..<2).map { "after-\($0)" })
+                        continue
+                    }
+                    if caughtUp { second.late += batch.count }
+                    if second.late >= 2 { break }
+                }
+                reader.stop()
+                return second
+            }
+            var out = IdleSecond(answers: -1, paces: -1, late: -1)
+            for try await r in group { if let r { out = r } }
+            return out
+        }
+    }
+
+    /// A reader that follows the topic (the suppression list's) paces its fetching as the consumer does while idle
+    /// on a broker that answers empty fetches at once, and still follows what is written later.
+    @Test(.timeLimit(.minutes(1))) func aFollowingReaderPacesABrokerThatAnswersEmptyFetchesAtOnce() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("followed-idle", partitions: 2)
+        try await Self.produce(cluster, topic: "followed-idle", (0..<5).map { "b\($0)" })
+        let paced = try await Self.followedIdleSecond(cluster, topic: "followed-idle", pace: KafkaConsumer.defaultIdlePace)
+        let unpaced = try await Self.followedIdleSecond(cluster, topic: "followed-idle", pace: .zero)
+        #expect(paced.late == 2 && unpaced.late == 2)
+        #expect(paced.paces > 0 && paced.paces <= 101 && unpaced.paces == 0)
+        #expect(paced.answers * 4 < unpaced.answers, "fetch answers in an idle second: paced \(paced.answers), unpaced \(unpaced.answers)")
+    }
+
     /// Consumes until `count` records arrived, settling each with `settle` (true: settled), then stops the
     /// consumer (which commits what is settled) and returns the records.
     static func consume(
