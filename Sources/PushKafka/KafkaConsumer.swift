@@ -174,6 +174,7 @@ public final class KafkaConsumer: Sendable {
     private func pollLoop() {
         var throttle = FetchThrottle(limit: maxOutstanding, holdLimit: holdBeforePause)
         var positions = FetchPositions()
+        var watchedGeneration = -1
         let messages = UnsafeMutableBufferPointer<UnsafeMutablePointer<rd_kafka_message_t>>.allocate(capacity: maxBatch)
         defer { messages.deallocate() }
         // The consumer queue (rd_kafka_poll_set_consumer), for draining what is already fetched a batch at a time;
@@ -187,6 +188,11 @@ public final class KafkaConsumer: Sendable {
             // The rebalance callback runs inside rd_kafka_consumer_poll on this thread: the assignment read here
             // is the one the action applies to.
             let assignment = context.assignmentAndGeneration
+            if assignment.generation != watchedGeneration {
+                // A new assignment: its fetches are not yet known to be empty.
+                watchedGeneration = assignment.generation
+                watch.reset()
+            }
             if let action = throttle.next(outstanding: outstanding, assignment: assignment.partitions, generation: assignment.generation) {
                 holdCount.store(throttle.holds, ordering: .relaxed)
                 pauseCount.store(throttle.pauses, ordering: .relaxed)
