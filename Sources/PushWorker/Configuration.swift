@@ -18,8 +18,8 @@ public struct WorkerConfiguration: Sendable, Equatable {
         public var properties: [String: String] = [:]
         public var consumerProperties: [String: String] = [:]
         public var producerProperties: [String: String] = [:]
-        /// How long fetching pauses at a time while the consumer is idle on a broker that answers empty fetches at
-        /// once, in milliseconds (0: never; see ``KafkaConsumer``).
+        /// How long each empty fetch answer at once is held before librdkafka fetches again while the consumer is
+        /// idle on a broker that answers empty fetches at once, in milliseconds (0: never; see ``KafkaConsumer``).
         public var idleFetchPaceMilliseconds = 10
     }
 
