@@ -8,29 +8,50 @@
 #include <emmintrin.h>
 #endif
 
-/// How many of the first `count` bytes at `bytes` need no attention inside a JSON string (printable ASCII other than
-/// `"` and `\`), read sixteen at a time: the index of the first byte that does, or the largest multiple of sixteen
-/// not past `count` when none of those bytes does. It never passes a byte that needs attention; the caller reads the
-/// rest (under sixteen bytes) its own way. 0 without SSE2.
-static inline size_t pushscan_plain_string_prefix(const void *bytes, size_t count) {
-    size_t index = 0;
+/// Whether a byte inside a JSON string needs attention: below 0x20, non-ASCII, `"` or `\\`.
+static inline int pushscan_string_stop(uint8_t byte) {
+    return byte < 0x20 || byte >= 0x80 || byte == '"' || byte == '\\';
+}
+
+/// A bit for each of the sixteen bytes at `bytes` that needs attention inside a JSON string
+/// (``pushscan_string_stop``), the first byte's lowest: one test with SSE2, a byte at a time without.
+static inline unsigned pushscan_string_stops16(const void *bytes) {
 #if defined(__SSE2__)
-    const __m128i quote = _mm_set1_epi8('"');
-    const __m128i backslash = _mm_set1_epi8('\\');
-    const __m128i space = _mm_set1_epi8(0x20);
-    while (index + 16 <= count) {
-        const __m128i chunk = _mm_loadu_si128((const __m128i *)((const uint8_t *)bytes + index));
-        const __m128i quoteOrBackslash = _mm_or_si128(_mm_cmpeq_epi8(chunk, quote), _mm_cmpeq_epi8(chunk, backslash));
-        // Signed: a byte of 0x80 or above is negative, so "below 0x20" also finds the non-ASCII bytes.
-        const __m128i stops = _mm_or_si128(_mm_cmplt_epi8(chunk, space), quoteOrBackslash);
-        const unsigned mask = (unsigned)_mm_movemask_epi8(stops);
-        if (mask != 0) return index + (size_t)__builtin_ctz(mask);
-        index += 16;
-    }
+    const __m128i chunk = _mm_loadu_si128((const __m128i *)bytes);
+    const __m128i quoteOrBackslash =
+        _mm_or_si128(_mm_cmpeq_epi8(chunk, _mm_set1_epi8('"')), _mm_cmpeq_epi8(chunk, _mm_set1_epi8('\\')));
+    // Signed: a byte of 0x80 or above is negative, so "below 0x20" also finds the non-ASCII bytes.
+    const __m128i stops = _mm_or_si128(_mm_cmplt_epi8(chunk, _mm_set1_epi8(0x20)), quoteOrBackslash);
+    return (unsigned)_mm_movemask_epi8(stops);
 #else
-    (void)bytes;
-    (void)count;
+    unsigned mask = 0;
+    for (int i = 0; i < 16; i++) mask |= (unsigned)pushscan_string_stop(((const uint8_t *)bytes)[i]) << i;
+    return mask;
 #endif
+}
+
+/// The index of the first of the bytes `buffer[start..<count]` that needs attention inside a JSON string
+/// (``pushscan_string_stop``), or `count` when none does. It reads sixteen at a time; the last sixteen of the
+/// buffer once more for the bytes after the last whole sixteen, so a string at a buffer's end (an event's last
+/// value) needs no byte at a time. A buffer of fewer than sixteen bytes, or a CPU without SSE2, is read a byte at
+/// a time.
+static inline size_t pushscan_plain_string_end(const void *buffer, size_t start, size_t count) {
+    const uint8_t *bytes = (const uint8_t *)buffer;
+    size_t index = start;
+#if defined(__SSE2__)
+    if (count >= 16) {
+        while (index + 16 <= count) {
+            const unsigned mask = pushscan_string_stops16(bytes + index);
+            if (mask != 0) return index + (size_t)__builtin_ctz(mask);
+            index += 16;
+        }
+        if (index == count) return count;
+        // The bytes of the last sixteen before `index` were read already: shifted out.
+        const unsigned mask = pushscan_string_stops16(bytes + count - 16) >> (index + 16 - count);
+        return mask != 0 ? index + (size_t)__builtin_ctz(mask) : count;
+    }
+#endif
+    while (index < count && !pushscan_string_stop(bytes[index])) index += 1;
     return index;
 }
 

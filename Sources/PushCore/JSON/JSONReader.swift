@@ -66,23 +66,30 @@ struct JSONReader {
         return false
     }
 
-    /// Reads `"key"` and the `:` after it, leaving the reader at the value.
+    /// Reads `"key"` and the `:` after it, leaving the reader at the value. The usual key, short and in compact JSON,
+    /// is read in line; any other by ``readAnyKey()``.
+    @inline(__always)
     mutating func readKey() throws(JSONSyntaxError) -> JSONString {
-        guard peek() == UInt8(ascii: "\"") else {
-            throw JSONSyntaxError(isAtEnd ? .unexpectedEnd : .expectedKey, at: position)
-        }
-        let key: JSONString
-        if let short = readShortString() {
+        if position < bytes.count, bytes[position] == UInt8(ascii: "\""), let short = readShortString() {
             // Compact JSON, `"key":` with its value right after (no byte up to a space starts a value): no
             // whitespace to skip on either side of the colon.
             if position + 1 < bytes.count, bytes[position] == UInt8(ascii: ":"), bytes[position + 1] > 0x20 {
                 position += 1
                 return short
             }
-            key = short
-        } else {
-            key = try readString()
+            position = short.start - 1
         }
+        return try readAnyKey()
+    }
+
+    /// ``readKey()`` for any key: escapes, whitespace around the colon, and the errors.
+    @inline(never)
+    private mutating func readAnyKey() throws(JSONSyntaxError) -> JSONString {
+        guard peek() == UInt8(ascii: "\"") else {
+            throw JSONSyntaxError(isAtEnd ? .unexpectedEnd : .expectedKey, at: position)
+        }
+        let key: JSONString
+        if let short = readShortString() { key = short } else { key = try readString() }
         skipWhitespace()
         try expect(UInt8(ascii: ":"))
         skipWhitespace()
@@ -105,8 +112,26 @@ struct JSONReader {
         return JSONString(start: start, end: end, hasEscapes: false)
     }
 
-    /// Reads a string token starting at its opening quote, validating escapes and UTF-8.
+    /// Reads a string token starting at its opening quote, validating escapes and UTF-8. A string that ends
+    /// within the sixteen bytes after its quote and needs no attention (most values) is read in line, with one
+    /// sixteen-byte test; any other by ``readAnyString()``.
+    @inline(__always)
     mutating func readString() throws(JSONSyntaxError) -> JSONString {
+        let start = position + 1
+        if start + 16 <= bytes.count, let base = bytes.baseAddress {
+            let stops = pushscan_string_stops16(base + start)
+            let end = start + stops.trailingZeroBitCount
+            if stops != 0, bytes[end] == UInt8(ascii: "\"") {
+                position = end + 1
+                return JSONString(start: start, end: end, hasEscapes: false)
+            }
+        }
+        return try readAnyString()
+    }
+
+    /// ``readString()`` for any string.
+    @inline(never)
+    private mutating func readAnyString() throws(JSONSyntaxError) -> JSONString {
         position += 1  // opening quote
         let start = position
         var hasEscapes = false
@@ -146,24 +171,11 @@ struct JSONReader {
     }
 
     /// Skips string bytes that need no attention (printable ASCII other than `"` and `\\`), sixteen at a time where
-    /// the CPU can (`CPushScan`), then eight at a time, and stops on the first byte that does.
+    /// the CPU can (`CPushScan`), and stops on the first byte that does.
     @inline(__always)
     private mutating func skipPlainStringBytes() {
-        if position + 16 <= bytes.count, let base = bytes.baseAddress {
-            let rest = bytes.count - position
-            let plain = pushscan_plain_string_prefix(base + position, rest)
-            position += plain
-            // Short of the last whole sixteen: it stopped on a byte that needs attention.
-            if plain < rest & ~15 { return }
-        }
-        while position + 8 <= bytes.count {
-            let stops = Self.stringStops(bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
-            if stops != 0 {
-                position += stops.trailingZeroBitCount >> 3
-                return
-            }
-            position += 8
-        }
+        guard let base = bytes.baseAddress else { return }
+        position = pushscan_plain_string_end(base, position, bytes.count)
     }
 
     private mutating func readEscape() throws(JSONSyntaxError) {
@@ -340,7 +352,7 @@ struct JSONReader {
     }
 
     /// Skips ASCII digits, eight at a time while eight bytes remain, and stops on the first byte that is not one.
-    /// The word step is the string's (``skipPlainStringBytes()``) with another test, kept apart: one function for
+    /// The word step is a short string's (``stringStops(_:)``) with another test, kept apart: one function for
     /// both, with the test passed in, cost 22 more instructions per decode.
     @inline(__always)
     private mutating func skipDigits() {

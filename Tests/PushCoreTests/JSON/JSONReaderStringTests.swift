@@ -1,8 +1,9 @@
 import Testing
 @testable import PushCore
 
-/// `readString` skips plain bytes sixteen at a time, then eight, then one. Whichever step meets it, a byte that needs
-/// attention must stop the skip at exactly its place.
+/// `readString` reads a string that ends within sixteen bytes with one test, and skips the plain bytes of any other
+/// sixteen at a time, the last sixteen of the input once more for what is left at its end. Whichever step meets it,
+/// a byte that needs attention must stop the skip at exactly its place.
 @Suite struct JSONReaderStringTests {
     /// What reading the string at the start of `text` gives: its span, escapes and position after, or the error.
     static func read(_ text: [UInt8]) -> String {
@@ -54,18 +55,20 @@ import Testing
     func aStopAnywhereIsFoundInItsPlace(_ which: Int) {
         let stop = Self.stops[which]
         var checked = 0
-        for length in 0...70 {
-            for index in 0...length {
-                var plain = (0..<length).map { UInt8(ascii: "a") &+ UInt8($0 % 26) }
-                plain.insert(contentsOf: stop.bytes, at: index)
-                // The string, its closing quote, and more after it (an object's next member).
-                let text = [0x22] + plain + Array(#"","x":1}"#.utf8)
-                let outcome = Self.read(text)
-                #expect(outcome == stop.expected(index, length), "\(stop.name) at \(index) of \(length)")
-                checked += 1
+        // The string's closing quote and more after it (an object's next member), and at the input's end.
+        for after in [#"","x":1}"#, #"""#, #""}}"#] {
+            for length in 0...70 {
+                for index in 0...length {
+                    var plain = (0..<length).map { UInt8(ascii: "a") &+ UInt8($0 % 26) }
+                    plain.insert(contentsOf: stop.bytes, at: index)
+                    let text = [0x22] + plain + Array(after.utf8)
+                    let outcome = Self.read(text)
+                    #expect(outcome == stop.expected(index, length), "\(stop.name) at \(index) of \(length), then \(after)")
+                    checked += 1
+                }
             }
         }
-        #expect(checked == (1...71).reduce(0, +))
+        #expect(checked == (1...71).reduce(0, +) * 3)
     }
 
     @Test func aStringWithoutItsQuoteIsUnterminatedAtEveryLength() {
