@@ -43,7 +43,8 @@ public struct KnownNames: Sendable {
         }
     }
 
-    /// Compares eight bytes at a time (a byte-wise `elementsEqual` took about 16 instructions a byte).
+    /// Compares eight bytes at a time (a byte-wise `elementsEqual` took about 16 instructions a byte), the last eight
+    /// of a name of eight or more bytes once more for the bytes after its last whole eight.
     private static func equal(_ all: UnsafeRawBufferPointer, _ span: Range<Int>, _ b: UnsafeRawBufferPointer) -> Bool {
         let n = span.count
         guard n == b.count else { return false }
@@ -52,6 +53,9 @@ public struct KnownNames: Sendable {
         while i + 8 <= n {
             if a.loadUnaligned(fromByteOffset: i, as: UInt64.self) != b.loadUnaligned(fromByteOffset: i, as: UInt64.self) { return false }
             i += 8
+        }
+        if i < n && n >= 8 {
+            return a.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self) == b.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self)
         }
         while i < n {
             if a.load(fromByteOffset: i, as: UInt8.self) != b.load(fromByteOffset: i, as: UInt8.self) { return false }

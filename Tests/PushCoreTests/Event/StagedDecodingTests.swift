@@ -147,6 +147,47 @@ import Testing
             #expect(out == [1], "\(text)")
         }
     }
+
+    /// What `appendHex` makes of `text`: the bytes appended, or the error.
+    static func appended(_ text: [UInt8]) -> Result<[UInt8], DeviceTokenError> {
+        text.withUnsafeBytes { bytes in
+            var out: [UInt8] = []
+            do {
+                try DeviceToken.appendHex(bytes, to: &out)
+                return .success(out)
+            } catch let error as DeviceTokenError {
+                return .failure(error)
+            } catch {
+                preconditionFailure("appendHex throws only DeviceTokenError")
+            }
+        }
+    }
+
+    /// Digits in whole sixteens are decoded sixteen at a time with nothing trimmed; any other byte among them sends
+    /// the token the general way. A trailing space means nothing (it is trimmed) but always takes the general way:
+    /// both must agree, for a space, a non-digit, a bracket and an uppercase digit at every place.
+    @Test func aTokenInWholeSixteensDecodesAsTheGeneralWayDoes() {
+        let digits = Array("0123456789abcdef".utf8)
+        var checked = 0
+        for length in stride(from: 16, through: 208, by: 16) {
+            let plain = (0..<length).map { digits[($0 * 7 + $0 / 16) % 16] }
+            let whole = Self.appended(plain)
+            #expect(whole == Self.appended(plain + [0x20]), "\(length) digits")
+            if length <= 200 { #expect((try? whole.get())?.count == length / 2, "\(length) digits") }
+            for index in 0..<length {
+                for replacement in Array(" g<>F".utf8) {
+                    var text = plain
+                    text[index] = replacement
+                    let outcome = Self.appended(text)
+                    #expect(outcome == Self.appended(text + [0x20]), "\(UnicodeScalar(replacement)) at \(index) of \(length)")
+                    checked += 1
+                }
+            }
+        }
+        #expect(checked == (1...13).reduce(0) { $0 + $1 * 16 } * 5)
+        // The fast way decodes what it should, uppercase included.
+        #expect(Self.appended(Array("00FF10aB0123456789abcdefDEADbeef".utf8)) == .success([0x00, 0xFF, 0x10, 0xAB, 0x01, 0x23, 0x45, 0x67, 0x89, 0xAB, 0xCD, 0xEF, 0xDE, 0xAD, 0xBE, 0xEF]))
+    }
 }
 
 /// An event's `app` given back as the configured name's own string when its bytes match (no string made per event).
@@ -193,6 +234,24 @@ import Testing
         // Escaped, the same name decodes to an equal string (found by value afterwards).
         let escaped = Self.long.replacingOccurrences(of: ".", with: #"\u002e"#)
         #expect(try decoder.decode(Self.event(app: escaped)).get().app == Self.long)
+    }
+
+    /// Names are compared a word at a time, the last word of a name of eight bytes or more overlapping the one before:
+    /// at every length, a name differing from a known one in any one byte is not it.
+    @Test func aNameDifferingInAnyOneByteIsNotKnown() {
+        var checked = 0
+        for length in 1...24 {
+            let name = String((0..<length).map { Character(UnicodeScalar(UInt8(ascii: "a") + UInt8($0 % 26))) })
+            let known = KnownNames(["x.y", name])
+            #expect(Array(name.utf8).withUnsafeBytes { known.name(matching: $0) } == name)
+            for index in 0..<length {
+                var bytes = Array(name.utf8)
+                bytes[index] = UInt8(ascii: "Z")
+                #expect(bytes.withUnsafeBytes { known.name(matching: $0) } == nil, "\(index) of \(length)")
+                checked += 1
+            }
+        }
+        #expect(checked == (1...24).reduce(0, +))
     }
 
     @Test func manyNamesAreFoundByTheirHash() {
