@@ -123,13 +123,28 @@ protocol KnownKey: CaseIterable {
 }
 
 extension UnsafeRawBufferPointer {
-    /// Whether the bytes are exactly `literal`'s.
+    /// Whether the bytes are exactly `literal`'s: up to sixteen bytes as two words, the first and the last (they
+    /// overlap when the length is not twice a word's), each compared with the literal's as one constant.
     @inline(__always)
     func spells(_ literal: StaticString) -> Bool {
-        guard count == literal.utf8CodeUnitCount else { return false }
-        let text = literal.utf8Start
-        for i in 0..<count where self[i] != text[i] { return false }
-        return true
+        let n = literal.utf8CodeUnitCount
+        guard count == n else { return false }
+        guard n > 0, let base = baseAddress else { return true }
+        let text = UnsafeRawPointer(literal.utf8Start)
+        @inline(__always) func same<Word: FixedWidthInteger>(_: Word.Type) -> Bool {
+            let last = n - MemoryLayout<Word>.size
+            return base.loadUnaligned(as: Word.self) == text.loadUnaligned(as: Word.self)
+                && base.loadUnaligned(fromByteOffset: last, as: Word.self) == text.loadUnaligned(fromByteOffset: last, as: Word.self)
+        }
+        switch n {
+        case 1: return base.load(as: UInt8.self) == text.load(as: UInt8.self)
+        case 2..<4: return same(UInt16.self)
+        case 4..<8: return same(UInt32.self)
+        case 8...16: return same(UInt64.self)
+        default:
+            for i in 0..<n where self[i] != text.load(fromByteOffset: i, as: UInt8.self) { return false }
+            return true
+        }
     }
 }
 
@@ -254,15 +269,40 @@ enum ApsKey: Int, CaseIterable, KnownKey {
     }
 }
 
+/// What an event's scan rarely finds: its problems and a collapse id, apart from ``EventScan`` so that the scan
+/// of a valid event without a collapse id holds no string to copy or release (a scan holding them as optional
+/// strings took about 200 instructions per event to copy and destroy).
+private final class ScanExtras {
+    var fieldProblem: (field: EventField, text: String)?
+    var payloadProblem: String?
+    var priorityProblem: String?
+    var collapseID: String?
+}
+
 /// The state of one pass over an event.
 private struct EventScan {
     var reader: JSONReader
     /// Bits of the fields seen so far.
     var seen: UInt16 = 0
+    /// What few events have (``ScanExtras``), made on first use.
+    var extras: ScanExtras?
     /// The malformed-event problem of the field earliest in the SPEC's order, if any.
-    var fieldProblem: (field: EventField, text: String)?
-    var payloadProblem: String?
-    var priorityProblem: String?
+    var fieldProblem: (field: EventField, text: String)? {
+        get { extras?.fieldProblem }
+        set { madeExtras.fieldProblem = newValue }
+    }
+    var payloadProblem: String? {
+        get { extras?.payloadProblem }
+        set { madeExtras.payloadProblem = newValue }
+    }
+    var priorityProblem: String? {
+        get { extras?.priorityProblem }
+        set { madeExtras.priorityProblem = newValue }
+    }
+    var collapseID: String? {
+        get { extras?.collapseID }
+        set { madeExtras.collapseID = newValue }
+    }
 
     /// The `id` field's string, once it passed: made text (or packed) only for the result.
     var idToken: JSONString?
@@ -275,7 +315,6 @@ private struct EventScan {
     var priority: Priority?
     var truncateAlert = false
     var pushType: PushType?
-    var collapseID: String?
     var apnsID: APNsID?
     var tokenRegisteredAt: Int64?
 
@@ -290,6 +329,15 @@ private struct EventScan {
 
     init(reader: JSONReader) {
         self.reader = reader
+    }
+
+    private var madeExtras: ScanExtras {
+        mutating get {
+            if let extras { return extras }
+            let made = ScanExtras()
+            extras = made
+            return made
+        }
     }
 
     private mutating func problem(_ field: EventField, _ text: String) {

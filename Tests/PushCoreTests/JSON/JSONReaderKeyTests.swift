@@ -51,4 +51,28 @@ import Testing
         // The one-word way was taken: a short key mid-object ends where its quote is.
         #expect(Self.both(Array(#""id":1,"app":2}"#.utf8))[0] == "id false 1..<3 at 5")
     }
+
+    /// Known keys are matched a word or two at a time: every key is found, and a key differing from one in any one
+    /// byte is not that key (it may be another only if it spells it).
+    @Test func knownKeysAreFoundAndNoOneByteChangeMatchesThem() {
+        func check<Key: KnownKey & Equatable>(_: Key.Type) -> Int {
+            var checked = 0
+            for key in Key.allCases {
+                let spelling = Array(key.spelling.description.utf8)
+                #expect(spelling.withUnsafeBytes { Key.spelled(by: $0) } == key, "\(key.spelling)")
+                for index in spelling.indices {
+                    var changed = spelling
+                    changed[index] = changed[index] == UInt8(ascii: "x") ? UInt8(ascii: "y") : UInt8(ascii: "x")
+                    let found = changed.withUnsafeBytes { Key.spelled(by: $0) }
+                    #expect(found != key, "\(key.spelling) changed at \(index)")
+                    if let found { #expect(Array(found.spelling.description.utf8) == changed) }
+                    checked += 1
+                }
+            }
+            return checked
+        }
+        let checked = check(EventField.self) + check(ApsKey.self) + check(AlertKey.self)
+        let letters = [EventField.allCases.map(\.spelling), ApsKey.allCases.map(\.spelling), AlertKey.allCases.map(\.spelling)]
+        #expect(checked == letters.joined().map(\.utf8CodeUnitCount).reduce(0, +))
+    }
 }
