@@ -210,6 +210,8 @@ enum EventField: Int, CaseIterable, KnownKey {
     var bit: UInt16 { 1 << UInt16(rawValue) }
 
     static let required: [EventField] = allCases.filter(\.isRequired)
+    /// The required fields' bits, a constant: checked before ``required`` is looked at.
+    static var requiredBits: UInt16 { id.bit | app.bit | token.bit | payload.bit }
 }
 
 /// The keys of an alert dictionary that have a defined type.
@@ -378,6 +380,7 @@ private struct EventScan {
             } while try reader.nextMember(close: UInt8(ascii: "}"))
         }
         try reader.expectEnd()
+        guard seen & EventField.requiredBits != EventField.requiredBits else { return }
         for field in EventField.required where seen & field.bit == 0 {
             problem(field, "field '\(field.name)' is missing")
         }

@@ -60,6 +60,7 @@ struct JSONReader {
     }
 
     /// After `{`: true when the object is empty (consuming the `}`), false when a member follows.
+    @inline(__always)
     mutating func objectIsEmpty() throws(JSONSyntaxError) -> Bool {
         skipWhitespace()
         if peek() == UInt8(ascii: "}") { position += 1; return true }
