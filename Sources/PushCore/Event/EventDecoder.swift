@@ -544,7 +544,7 @@ private struct EventScan {
             repeat {
                 let key = try reader.readKey()
                 guard reader.string(key, equals: "aps") else {
-                    try reader.skipValue(depth: 2)
+                    try reader.skipValueInLine(depth: 2)
                     continue
                 }
                 if apsSeen {
@@ -577,7 +577,7 @@ private struct EventScan {
             let key = try reader.readKey()
             apsKeyCount += 1
             guard let known = reader.match(key, as: ApsKey.self) else {
-                try reader.skipValue(depth: 3)
+                try reader.skipValueInLine(depth: 3)
                 continue
             }
             let bit: UInt8 = 1 << known.rawValue

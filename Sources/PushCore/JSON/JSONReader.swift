@@ -428,6 +428,19 @@ struct JSONReader {
         }
     }
 
+    /// ``skipValue(depth:)`` with a string or a number (most of a payload's own values) read in line.
+    @inline(__always)
+    mutating func skipValueInLine(depth: Int) throws(JSONSyntaxError) {
+        if depth <= JSONReader.maxDepth, position < bytes.count {
+            switch bytes[position] {
+            case UInt8(ascii: "\""): _ = try readString(); return
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): _ = try readNumber(); return
+            default: break
+            }
+        }
+        try skipValue(depth: depth)
+    }
+
     /// Reads and validates any value, discarding it. `depth` is the nesting depth of the value being read.
     mutating func skipValue(depth: Int) throws(JSONSyntaxError) {
         guard depth <= JSONReader.maxDepth else { throw JSONSyntaxError(.tooDeep, at: position) }

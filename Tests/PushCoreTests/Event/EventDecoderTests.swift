@@ -211,6 +211,33 @@ import Testing
         #expect(decodeEvent(#"{"id":"x","app":"a","environment":"s\u0061ndb0x","token":"ab","payload":{"aps":{}}}"#).failure?.environment == "sandb0x")
     }
 
+    /// A payload's own values and `aps`'s unknown ones that are strings or numbers are read in line, any other
+    /// value by the general skip. Each value, valid or not, must get the verdict it gets inside an array (which
+    /// always takes the general way), as a payload member and as an unknown member of `aps`.
+    @Test func aPayloadValueReadInLineGetsTheGeneralVerdict() {
+        let values = [
+            "123456", "1795784033989", "0", "-1.5e3", "2E+2", #""a\nb""#, #""é""#, #""""#, "true", "null", "{}",
+            "01", "-", "1.", "1e", "--1", "+1", ".5", #""\x""#, #""a"#, "0x1", "1 2",
+        ]
+        func verdict(_ payload: String) -> String {
+            let event = #"{"id":"e1","app":"com.example.app","token":"\#(sampleTokenHex)","payload":\#(payload)}"#
+            switch EventDecoder().decode(event) {
+            case .success: return "valid"
+            case .failure(let rejection): return "\(rejection.reason)"
+            }
+        }
+        var invalid = 0
+        for value in values {
+            let asMember = verdict(#"{"aps":{"alert":"hi"},"n":\#(value)}"#)
+            #expect(asMember == verdict(#"{"aps":{"alert":"hi"},"n":[\#(value)]}"#), "\(value)")
+            let inAps = verdict(#"{"aps":{"alert":"hi","x":\#(value)}}"#)
+            #expect(inAps == verdict(#"{"aps":{"alert":"hi","x":[\#(value)]}}"#), "\(value)")
+            #expect(asMember == inAps, "\(value)")
+            if asMember != "valid" { invalid += 1 }
+        }
+        #expect(invalid == 11)
+    }
+
     @Test func idLengthCountsCharactersAndEscapedKeysCount() throws {
         let id128 = String(repeating: "😀", count: 128)
         #expect(try decodeEvent(#"{"id":"\#(id128)","app":"a","token":"ab","payload":{"aps":{}}}"#).get().id == id128)
