@@ -115,26 +115,30 @@ struct JSONReader {
 
     /// Reads a string token starting at its opening quote, validating escapes and UTF-8. A string that ends
     /// within the sixteen bytes after its quote and needs no attention (most values) is read in line, with one
-    /// sixteen-byte test; any other by ``readAnyString()``.
+    /// sixteen-byte test; any other by ``readAnyString(plainPrefix:)``.
     @inline(__always)
     mutating func readString() throws(JSONSyntaxError) -> JSONString {
         let start = position + 1
         if start + 16 <= bytes.count, let base = bytes.baseAddress {
             let stops = pushscan_string_stops16(base + start)
-            let end = start + stops.trailingZeroBitCount
-            if stops != 0, bytes[end] == UInt8(ascii: "\"") {
-                position = end + 1
-                return JSONString(start: start, end: end, hasEscapes: false)
+            // The bytes before the first stop (all sixteen when there is none) need no attention.
+            let plain = (stops | 0x1_0000).trailingZeroBitCount
+            if stops != 0, bytes[start + plain] == UInt8(ascii: "\"") {
+                position = start + plain + 1
+                return JSONString(start: start, end: start + plain, hasEscapes: false)
             }
+            return try readAnyString(plainPrefix: plain)
         }
-        return try readAnyString()
+        return try readAnyString(plainPrefix: 0)
     }
 
-    /// ``readString()`` for any string.
+    /// ``readString()`` for any string, its first `plainPrefix` bytes after the quote already known to need no
+    /// attention.
     @inline(never)
-    private mutating func readAnyString() throws(JSONSyntaxError) -> JSONString {
+    private mutating func readAnyString(plainPrefix: Int) throws(JSONSyntaxError) -> JSONString {
         position += 1  // opening quote
         let start = position
+        position += plainPrefix
         var hasEscapes = false
         while true {
             skipPlainStringBytes()
