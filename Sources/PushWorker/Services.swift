@@ -7,16 +7,20 @@ import UnixSignals
 /// runs through them in reverse: the feedback poller stops, the pipeline finishes what is in flight (fetching
 /// paused), the consumer commits the settled offsets and leaves the group, the HTTP endpoints close, the producer
 /// flushes, and the signal escalation ends last.
+///
+/// Each is named for the group's log lines and errors (`sl-service`). Without a name ServiceLifecycle would describe
+/// the service by reflection, every stored property included: the suppression reader's Kafka properties (a SASL
+/// password among them) in a debug line, and a few milliseconds of the start spent describing them.
 extension Worker {
     public var services: [ServiceGroupConfiguration.ServiceConfiguration] {
         [
-            .init(service: SecondSignal(logger: logger), successTerminationBehavior: .ignore, failureTerminationBehavior: .cancelGroup),
-            .init(service: ProducerService(producer: producer), successTerminationBehavior: .gracefullyShutdownGroup),
-            .init(service: HTTPService(endpoints: http, listen: configuration.httpListen, logger: logger), successTerminationBehavior: .gracefullyShutdownGroup),
-        ] + (suppression.map { [.init(service: $0.service, successTerminationBehavior: .gracefullyShutdownGroup)] } ?? []) + [
-            .init(service: ConsumerService(consumer: consumer, suppression: suppression?.list), successTerminationBehavior: .gracefullyShutdownGroup),
-            .init(service: PipelineService(worker: self), successTerminationBehavior: .gracefullyShutdownGroup),
-            .init(service: FeedbackService(poller: feedback), successTerminationBehavior: .ignore),
+            .init(service: SecondSignal(logger: logger), successTerminationBehavior: .ignore, failureTerminationBehavior: .cancelGroup, serviceName: "signals"),
+            .init(service: ProducerService(producer: producer), successTerminationBehavior: .gracefullyShutdownGroup, serviceName: "producer"),
+            .init(service: HTTPService(endpoints: http, listen: configuration.httpListen, logger: logger), successTerminationBehavior: .gracefullyShutdownGroup, serviceName: "http"),
+        ] + (suppression.map { [.init(service: $0.service, successTerminationBehavior: .gracefullyShutdownGroup, serviceName: "suppression")] } ?? []) + [
+            .init(service: ConsumerService(consumer: consumer, suppression: suppression?.list), successTerminationBehavior: .gracefullyShutdownGroup, serviceName: "consumer"),
+            .init(service: PipelineService(worker: self), successTerminationBehavior: .gracefullyShutdownGroup, serviceName: "pipeline"),
+            .init(service: FeedbackService(poller: feedback), successTerminationBehavior: .ignore, serviceName: "feedback"),
         ]
     }
 }
