@@ -200,18 +200,14 @@ enum EventField: Int, CaseIterable, KnownKey {
         }
     }
 
-    var isRequired: Bool {
-        switch self {
-        case .id, .app, .token, .payload: true
-        default: false
-        }
-    }
-
     var bit: UInt16 { 1 << UInt16(rawValue) }
 
-    static let required: [EventField] = allCases.filter(\.isRequired)
-    /// The required fields' bits, a constant: checked before ``required`` is looked at.
+    /// The required fields' bits: a constant that the optimiser folds, so checking an event's fields against it
+    /// costs one test (a stored list would be a lazy global, initialised behind `swift_once` at every use).
     static var requiredBits: UInt16 { id.bit | app.bit | token.bit | payload.bit }
+
+    /// The required fields, in declaration order: for naming the missing ones.
+    static var required: [EventField] { allCases.filter { requiredBits & $0.bit != 0 } }
 }
 
 /// The keys of an alert dictionary that have a defined type.
