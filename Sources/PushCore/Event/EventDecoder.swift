@@ -358,7 +358,7 @@ private struct EventScan {
             }
             throw JSONSyntaxError(reader.isAtEnd ? .unexpectedEnd : .unexpectedCharacter, at: reader.position)
         }
-        reader.position += 1
+        reader.position &+= 1
         if try !reader.objectIsEmpty() {
             repeat {
                 let key = try reader.readKey()
@@ -535,7 +535,7 @@ private struct EventScan {
     // MARK: Payload
 
     private mutating func readPayload() throws(JSONSyntaxError) {
-        reader.position += 1
+        reader.position &+= 1
         if try !reader.objectIsEmpty() {
             repeat {
                 let key = try reader.readKey()
@@ -566,12 +566,12 @@ private struct EventScan {
     }
 
     private mutating func readAps() throws(JSONSyntaxError) {
-        reader.position += 1
+        reader.position &+= 1
         var seenKeys: UInt8 = 0
         guard try !reader.objectIsEmpty() else { return }
         repeat {
             let key = try reader.readKey()
-            apsKeyCount += 1
+            apsKeyCount &+= 1
             guard let known = reader.match(key, as: ApsKey.self) else {
                 try reader.skipValueInLine(depth: 3)
                 continue
@@ -615,7 +615,7 @@ private struct EventScan {
     }
 
     private mutating func readAlertDictionary() throws(JSONSyntaxError) {
-        reader.position += 1
+        reader.position &+= 1
         var seenKeys: UInt8 = 0
         guard try !reader.objectIsEmpty() else { return }
         repeat {
@@ -651,9 +651,9 @@ private struct EventScan {
     }
 
     private mutating func readStringArray(name: String) throws(JSONSyntaxError) {
-        reader.position += 1
+        reader.position &+= 1
         reader.skipWhitespace()
-        if reader.peek() == UInt8(ascii: "]") { reader.position += 1; return }
+        if reader.peek() == UInt8(ascii: "]") { reader.position &+= 1; return }
         repeat {
             if reader.kindOfNextValue() == .string {
                 _ = try reader.readString()

@@ -8,6 +8,8 @@ import CPushScan
 /// exhaust the stack.
 struct JSONReader {
     let bytes: UnsafeRawBufferPointer
+    /// `bytes.count`, kept: the buffer's own count tests its base for nil at every use.
+    let count: Int
     var position: Int = 0
     /// Counts the whitespace bytes skipped so far; callers compare it before and after a value to learn whether
     /// the value's raw bytes hold insignificant whitespace.
@@ -17,53 +19,61 @@ struct JSONReader {
 
     init(_ bytes: UnsafeRawBufferPointer) {
         self.bytes = bytes
+        count = bytes.count
     }
 
-    var isAtEnd: Bool { position >= bytes.count }
+    var isAtEnd: Bool { position >= count }
 
     @inline(__always)
     func peek() -> UInt8? {
-        position < bytes.count ? bytes[position] : nil
+        position < count ? bytes[position] : nil
     }
 
+    /// Skips whitespace. In compact JSON the next byte is above 0x20 (no whitespace byte is): one test.
     @inline(__always)
     mutating func skipWhitespace() {
+        if position < count, bytes[position] > 0x20 { return }
+        skipAnyWhitespace()
+    }
+
+    @inline(never)
+    private mutating func skipAnyWhitespace() {
         let start = position
-        while position < bytes.count {
+        while position < count {
             switch bytes[position] {
-            case 0x20, 0x09, 0x0A, 0x0D: position += 1
+            case 0x20, 0x09, 0x0A, 0x0D: position &+= 1
             default:
-                whitespaceSkipped &+= position - start
+                whitespaceSkipped &+= position &- start
                 return
             }
         }
-        whitespaceSkipped &+= position - start
+        whitespaceSkipped &+= position &- start
     }
 
     @inline(__always)
     mutating func expect(_ byte: UInt8) throws(JSONSyntaxError) {
-        guard position < bytes.count else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
+        guard position < count else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
         guard bytes[position] == byte else { throw JSONSyntaxError(.expected(byte), at: position) }
-        position += 1
+        position &+= 1
     }
 
     /// Consumes `,` (returning true: another member follows) or `close` (returning false), after whitespace.
     @inline(__always)
     mutating func nextMember(close: UInt8) throws(JSONSyntaxError) -> Bool {
         skipWhitespace()
-        guard position < bytes.count else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
+        guard position < count else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
         let b = bytes[position]
-        position += 1
+        position &+= 1
         if b == UInt8(ascii: ",") { skipWhitespace(); return true }
         if b == close { return false }
-        throw JSONSyntaxError(.expected(close), at: position - 1)
+        throw JSONSyntaxError(.expected(close), at: position &- 1)
     }
 
     /// After `{`: true when the object is empty (consuming the `}`), false when a member follows.
     @inline(__always)
     mutating func objectIsEmpty() throws(JSONSyntaxError) -> Bool {
         skipWhitespace()
-        if peek() == UInt8(ascii: "}") { position += 1; return true }
+        if peek() == UInt8(ascii: "}") { position &+= 1; return true }
         return false
     }
 
@@ -71,11 +81,11 @@ struct JSONReader {
     /// is read in line; any other by ``readAnyKey()``.
     @inline(__always)
     mutating func readKey() throws(JSONSyntaxError) -> JSONString {
-        if position < bytes.count, bytes[position] == UInt8(ascii: "\""), let short = readShortString() {
+        if position < count, bytes[position] == UInt8(ascii: "\""), let short = readShortString() {
             // Compact JSON, `"key":` with its value right after (no byte up to a space starts a value): no
             // whitespace to skip on either side of the colon.
-            if position + 1 < bytes.count, bytes[position] == UInt8(ascii: ":"), bytes[position + 1] > 0x20 {
-                position += 1
+            if position &+ 1 < count, bytes[position] == UInt8(ascii: ":"), bytes[position &+ 1] > 0x20 {
+                position &+= 1
                 return short
             }
             position = short.start - 1
@@ -103,13 +113,13 @@ struct JSONReader {
     /// read with one word: nil when it does not, and nothing is consumed.
     @inline(__always)
     private mutating func readShortString() -> JSONString? {
-        let start = position + 1
-        guard start + 8 <= bytes.count else { return nil }
+        let start = position &+ 1
+        guard start &+ 8 <= count else { return nil }
         let stops = Self.stringStops(bytes.loadUnaligned(fromByteOffset: start, as: UInt64.self))
         guard stops != 0 else { return nil }
-        let end = start + stops.trailingZeroBitCount >> 3
+        let end = start &+ stops.trailingZeroBitCount >> 3
         guard bytes[end] == UInt8(ascii: "\"") else { return nil }
-        position = end + 1
+        position = end &+ 1
         return JSONString(start: start, end: end, hasEscapes: false)
     }
 
@@ -118,14 +128,15 @@ struct JSONReader {
     /// sixteen-byte test; any other by ``readAnyString(plainPrefix:)``.
     @inline(__always)
     mutating func readString() throws(JSONSyntaxError) -> JSONString {
-        let start = position + 1
-        if start + 16 <= bytes.count, let base = bytes.baseAddress {
-            let stops = pushscan_string_stops16(base + start)
+        let start = position &+ 1
+        if start &+ 16 <= count {
+            // Sixteen bytes fit, so the buffer has a base.
+            let stops = pushscan_string_stops16(bytes.baseAddress.unsafelyUnwrapped + start)
             // The bytes before the first stop (all sixteen when there is none) need no attention.
             let plain = (stops | 0x1_0000).trailingZeroBitCount
-            if stops != 0, bytes[start + plain] == UInt8(ascii: "\"") {
-                position = start + plain + 1
-                return JSONString(start: start, end: start + plain, hasEscapes: false)
+            if stops != 0, bytes[start &+ plain] == UInt8(ascii: "\"") {
+                position = start &+ plain &+ 1
+                return JSONString(start: start, end: start &+ plain, hasEscapes: false)
             }
             return try readAnyString(plainPrefix: plain)
         }
@@ -136,24 +147,24 @@ struct JSONReader {
     /// attention.
     @inline(never)
     private mutating func readAnyString(plainPrefix: Int) throws(JSONSyntaxError) -> JSONString {
-        position += 1  // opening quote
+        position &+= 1  // opening quote
         let start = position
-        position += plainPrefix
+        position &+= plainPrefix
         var hasEscapes = false
         while true {
             skipPlainStringBytes()
-            guard position < bytes.count else { throw JSONSyntaxError(.unterminatedString, at: start - 1) }
+            guard position < count else { throw JSONSyntaxError(.unterminatedString, at: start - 1) }
             let b = bytes[position]
             if b == UInt8(ascii: "\"") {
-                position += 1
-                return JSONString(start: start, end: position - 1, hasEscapes: hasEscapes)
+                position &+= 1
+                return JSONString(start: start, end: position &- 1, hasEscapes: hasEscapes)
             } else if b == UInt8(ascii: "\\") {
                 hasEscapes = true
                 try readEscape()
             } else if b < 0x20 {
                 throw JSONSyntaxError(.controlCharacterInString, at: position)
             } else if b < 0x80 {
-                position += 1
+                position &+= 1
             } else {
                 try readUTF8Sequence()
             }
@@ -180,25 +191,25 @@ struct JSONReader {
     @inline(__always)
     private mutating func skipPlainStringBytes() {
         guard let base = bytes.baseAddress else { return }
-        position = pushscan_plain_string_end(base, position, bytes.count)
+        position = pushscan_plain_string_end(base, position, count)
     }
 
     private mutating func readEscape() throws(JSONSyntaxError) {
         let escapeStart = position
-        position += 1
-        guard position < bytes.count else { throw JSONSyntaxError(.unterminatedString, at: escapeStart) }
+        position &+= 1
+        guard position < count else { throw JSONSyntaxError(.unterminatedString, at: escapeStart) }
         switch bytes[position] {
         case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
             UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
-            position += 1
+            position &+= 1
         case UInt8(ascii: "u"):
-            position += 1
+            position &+= 1
             let unit = try readHex4(escapeStart)
             if (0xD800...0xDBFF).contains(unit) {
-                guard position + 1 < bytes.count, bytes[position] == UInt8(ascii: "\\"),
-                    bytes[position + 1] == UInt8(ascii: "u")
+                guard position &+ 1 < count, bytes[position] == UInt8(ascii: "\\"),
+                    bytes[position &+ 1] == UInt8(ascii: "u")
                 else { throw JSONSyntaxError(.unpairedSurrogate, at: escapeStart) }
-                position += 2
+                position &+= 2
                 let low = try readHex4(escapeStart)
                 guard (0xDC00...0xDFFF).contains(low) else { throw JSONSyntaxError(.unpairedSurrogate, at: escapeStart) }
             } else if (0xDC00...0xDFFF).contains(unit) {
@@ -210,12 +221,12 @@ struct JSONReader {
     }
 
     private mutating func readHex4(_ escapeStart: Int) throws(JSONSyntaxError) -> UInt16 {
-        guard position + 4 <= bytes.count else { throw JSONSyntaxError(.invalidEscape, at: escapeStart) }
+        guard position &+ 4 <= count else { throw JSONSyntaxError(.invalidEscape, at: escapeStart) }
         var value: UInt16 = 0
         for _ in 0..<4 {
             guard let n = DeviceToken.nibble(bytes[position]) else { throw JSONSyntaxError(.invalidEscape, at: escapeStart) }
             value = value << 4 | UInt16(n)
-            position += 1
+            position &+= 1
         }
         return value
     }
@@ -236,15 +247,15 @@ struct JSONReader {
         case 0xF4: length = 4; high = 0x8F
         default: throw JSONSyntaxError(.invalidUTF8, at: position)
         }
-        guard position + length <= bytes.count else { throw JSONSyntaxError(.invalidUTF8, at: position) }
-        let second = bytes[position + 1]
+        guard position &+ length <= count else { throw JSONSyntaxError(.invalidUTF8, at: position) }
+        let second = bytes[position &+ 1]
         guard second >= low, second <= high else { throw JSONSyntaxError(.invalidUTF8, at: position) }
         var i = 2
         while i < length {
-            guard bytes[position + i] & 0xC0 == 0x80 else { throw JSONSyntaxError(.invalidUTF8, at: position) }
+            guard bytes[position &+ i] & 0xC0 == 0x80 else { throw JSONSyntaxError(.invalidUTF8, at: position) }
             i += 1
         }
-        position += length
+        position &+= length
     }
 
     /// The decoded text of a string token.
@@ -335,21 +346,21 @@ struct JSONReader {
     /// Reads a number token (RFC 8259 grammar).
     mutating func readNumber() throws(JSONSyntaxError) -> JSONNumber {
         let start = position
-        if peek() == UInt8(ascii: "-") { position += 1 }
+        if peek() == UInt8(ascii: "-") { position &+= 1 }
         guard let first = peek(), isDigit(first) else { throw JSONSyntaxError(.invalidNumber, at: start) }
-        position += 1
+        position &+= 1
         if first != UInt8(ascii: "0") { skipDigits() }
         var plainInteger = true
         if peek() == UInt8(ascii: ".") {
             plainInteger = false
-            position += 1
+            position &+= 1
             guard let d = peek(), isDigit(d) else { throw JSONSyntaxError(.invalidNumber, at: start) }
             skipDigits()
         }
         if let e = peek(), e == UInt8(ascii: "e") || e == UInt8(ascii: "E") {
             plainInteger = false
-            position += 1
-            if let s = peek(), s == UInt8(ascii: "+") || s == UInt8(ascii: "-") { position += 1 }
+            position &+= 1
+            if let s = peek(), s == UInt8(ascii: "+") || s == UInt8(ascii: "-") { position &+= 1 }
             guard let d = peek(), isDigit(d) else { throw JSONSyntaxError(.invalidNumber, at: start) }
             skipDigits()
         }
@@ -361,15 +372,15 @@ struct JSONReader {
     /// both, with the test passed in, cost 22 more instructions per decode.
     @inline(__always)
     private mutating func skipDigits() {
-        while position + 8 <= bytes.count {
+        while position &+ 8 <= count {
             let stops = Self.nonDigits(bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
             if stops != 0 {
-                position += stops.trailingZeroBitCount >> 3
+                position &+= stops.trailingZeroBitCount >> 3
                 return
             }
-            position += 8
+            position &+= 8
         }
-        while position < bytes.count, isDigit(bytes[position]) { position += 1 }
+        while position < count, isDigit(bytes[position]) { position &+= 1 }
     }
 
     /// The high bit of each of eight bytes (as loaded, in memory order) that is not an ASCII digit. A byte XOR '0'
@@ -401,11 +412,11 @@ struct JSONReader {
 
     mutating func readLiteral(_ literal: StaticString) throws(JSONSyntaxError) {
         let n = literal.utf8CodeUnitCount
-        guard position + n <= bytes.count else { throw JSONSyntaxError(.invalidLiteral, at: position) }
-        for i in 0..<n where bytes[position + i] != literal.utf8Start[i] {
+        guard position &+ n <= count else { throw JSONSyntaxError(.invalidLiteral, at: position) }
+        for i in 0..<n where bytes[position &+ i] != literal.utf8Start[i] {
             throw JSONSyntaxError(.invalidLiteral, at: position)
         }
-        position += n
+        position &+= n
     }
 
     /// Reads `true` or `false`, or throws.
@@ -436,7 +447,7 @@ struct JSONReader {
     /// bytes are tested here as in ``kindOfNextValue()``: asking that for the kind costs 11 more instructions per event.
     @inline(__always)
     mutating func skipValueInLine(depth: Int) throws(JSONSyntaxError) {
-        if depth <= JSONReader.maxDepth, position < bytes.count {
+        if depth <= JSONReader.maxDepth, position < count {
             switch bytes[position] {
             case UInt8(ascii: "\""): _ = try readString(); return
             case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): _ = try readNumber(); return
@@ -454,16 +465,16 @@ struct JSONReader {
         }
         switch kind {
         case .object:
-            position += 1
+            position &+= 1
             if try objectIsEmpty() { return }
             repeat {
                 _ = try readKey()
                 try skipValue(depth: depth + 1)
             } while try nextMember(close: UInt8(ascii: "}"))
         case .array:
-            position += 1
+            position &+= 1
             skipWhitespace()
-            if peek() == UInt8(ascii: "]") { position += 1; return }
+            if peek() == UInt8(ascii: "]") { position &+= 1; return }
             repeat {
                 try skipValue(depth: depth + 1)
             } while try nextMember(close: UInt8(ascii: "]"))
