@@ -29,6 +29,24 @@ import Testing
         #expect(histogram.snapshot.atMost == [3, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6])  // 30 ms: le="0.05"
     }
 
+    /// The bucket counted without a branch is the first whose bound a value does not exceed, at and around every
+    /// bound and across the range, as a search through ``LatencyHistogram/boundsNanoseconds`` finds it.
+    @Test func theBucketIsTheFirstBoundNotExceeded() {
+        let bounds = LatencyHistogram.boundsNanoseconds
+        #expect(LatencyHistogram.bucketCount == bounds.count + 1)
+        func searched(_ value: Int64) -> Int { bounds.firstIndex { value <= $0 } ?? bounds.count }
+        var values: [Int64] = [0, 1, .max]
+        for bound in bounds { values += [bound - 1, bound, bound + 1] }
+        var x: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for _ in 0..<10_000 {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17
+            values.append(Int64(x % 12_000_000_000))
+        }
+        for value in values {
+            #expect(LatencyHistogram.bucket(nanoseconds: value) == searched(value), "\(value) ns")
+        }
+    }
+
     @Test func batchesFromManyThreadsAddUp() async {
         let histogram = LatencyHistogram(name: "h")
         await withTaskGroup(of: Void.self) { group in
