@@ -9,8 +9,8 @@ public final class LatencyHistogram: Sendable {
     /// defaults), so the series keep their labels.
     public static let boundsMilliseconds: [Int64] = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000]
     static let boundsNanoseconds: [Int64] = boundsMilliseconds.map { $0 * 1_000_000 }
-    /// One per bound and one above them all: ``Batch``'s inline buckets are as many.
-    static let bucketCount = 12
+    /// One per bound and one above them all.
+    static let bucketCount = boundsMilliseconds.count + 1
 
     public let name: String
     public let labels: [(String, String)]
@@ -25,8 +25,8 @@ public final class LatencyHistogram: Sendable {
 
     /// Observations counted on the caller's side, added to a histogram by ``LatencyHistogram/record(_:)``.
     public struct Batch: Sendable {
-        /// Per bucket, as in ``Totals``: inline, so that counting one takes no uniqueness check of an array's.
-        fileprivate var buckets = InlineArray<12, Int>(repeating: 0)
+        /// Per bucket, as in ``Totals``.
+        fileprivate var buckets = [Int](repeating: 0, count: LatencyHistogram.bucketCount)
         /// Observations in the batch.
         public private(set) var count = 0
         /// Nanoseconds (a double: exact to 2^53, and no overflow), in seconds once per batch.
