@@ -208,7 +208,7 @@ public final class Pipeline: RecordSink {
         legacyDecoders = configuration.endpoints.map { $0.format == .frame ? nil : decoder(EventDecoder(format: $0.format)) }
         endpointFormats = configuration.endpoints.map(\.format)
         endpointKeys = configuration.endpoints.map(\.key)
-        directory = EndpointDirectory(configuration.endpoints)
+        directory = EndpointDirectory(configuration.endpoints, knownApps: knownApps)
         maxInFlight = delivery.maxInFlight
         share = max(1, delivery.maxInFlight / max(1, configuration.endpoints.count))
         state = Mutex(Ledger(ledger: InFlightLedger(groups: configuration.endpoints.count)))
@@ -455,7 +455,12 @@ public final class Pipeline: RecordSink {
             }
             return rejected(rejection, value, endpoint: nil, now: now, source: source)
         case .success(var event):
-            guard let index = directory.index(app: event.app, environment: event.environment) else {
+            let endpoint = if let known = event.knownApp {
+                directory.index(knownApp: known, environment: event.environment)
+            } else {
+                directory.index(app: event.app, environment: event.environment)
+            }
+            guard let index = endpoint else {
                 let env = event.environment.map { " (\($0.rawValue))" } ?? ""
                 let failed = event.event(in: staging)
                 staging.removeSubrange(event.staged)
@@ -870,8 +875,20 @@ struct EndpointDirectory: Sendable {
 
     private var apps: [String] = []
     private var choices: [Choices] = []
+    /// Per name of the decoders' known apps (by its position there), the endpoints it goes to with no
+    /// environment, production and sandbox named, three in a row, -1 for none: one load for an event.
+    private var endpointsOfKnown: [Int32] = []
 
-    init(_ endpoints: [AppEndpoint]) {
+    /// - Parameter knownApps: the names the decoders know, so that an event's ``StagedNotification/knownApp`` finds
+    ///   its slot without a comparison of names.
+    init(_ endpoints: [AppEndpoint], knownApps: KnownNames = KnownNames()) {
+        defer {
+            for name in knownApps.all {
+                for environment in [nil, APNsEnvironment.production, .sandbox] {
+                    endpointsOfKnown.append(Int32(index(app: name, environment: environment) ?? -1))
+                }
+            }
+        }
         for (index, endpoint) in endpoints.enumerated() {
             if !apps.contains(endpoint.app) {
                 apps.append(endpoint.app)
@@ -887,7 +904,21 @@ struct EndpointDirectory: Sendable {
 
     /// The index of the endpoint in the configuration, or nil when the app (or its named environment) has none.
     func index(app: String, environment: APNsEnvironment?) -> Int? {
-        guard let slot = apps.firstIndex(of: app) else { return nil }
+        apps.firstIndex(of: app).flatMap { index(slot: $0, environment: environment) }
+    }
+
+    /// As ``index(app:environment:)`` for the app at this position among the known apps it was built with.
+    func index(knownApp: Int, environment: APNsEnvironment?) -> Int? {
+        let column = switch environment {
+        case nil: 0
+        case .production?: 1
+        case .sandbox?: 2
+        }
+        let endpoint = endpointsOfKnown[3 * knownApp + column]
+        return endpoint < 0 ? nil : Int(endpoint)
+    }
+
+    private func index(slot: Int, environment: APNsEnvironment?) -> Int? {
         let app = choices[slot]
         switch environment {
         case .production?: return app.production

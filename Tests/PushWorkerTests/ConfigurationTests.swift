@@ -182,6 +182,27 @@ func problem(_ yaml: String, _ env: [String: String] = [:]) -> ConfigurationErro
         #expect(directory.index(app: "c", environment: nil) == nil)
         #expect(c.endpoints.first { $0.app == "b" && $0.environment == .sandbox }?.gatewayHost == "gateway.sandbox.push.apple.com")
     }
+
+    @Test func aKnownAppFindsTheEndpointItsNameFinds() throws {
+        let c = try load("""
+            apps:
+              - {bundle_id: a, environment: sandbox, certificate: c, private_key: k}
+              - {bundle_id: b, environment: sandbox, certificate: c, private_key: k}
+              - {bundle_id: b, environment: production, certificate: c, private_key: k}
+            """)
+        // Known names in another order than the endpoints', one of them not configured.
+        let known = KnownNames(["z", "b", "a"])
+        let directory = EndpointDirectory(c.endpoints, knownApps: known)
+        for (position, name) in known.all.enumerated() {
+            for environment in [nil, APNsEnvironment.sandbox, .production] {
+                #expect(
+                    directory.index(knownApp: position, environment: environment)
+                        == directory.index(app: name, environment: environment), "\(name) \(String(describing: environment))")
+            }
+        }
+        #expect(directory.index(knownApp: 1, environment: .sandbox) == 1)
+        #expect(directory.index(knownApp: 0, environment: nil) == nil)
+    }
 }
 
 @Suite struct SuppressionConfigurationTests {

@@ -96,6 +96,9 @@ public struct StagedNotification: Sendable {
     public var priority: Priority
     /// The event's `token_registered_at` (SPEC section 10).
     public var tokenRegisteredAt: Int64?
+    /// `app`'s position in the decoder's ``EventDecoder/knownApps`` (``KnownNames/all``), when its bytes spelled
+    /// one of them: its endpoint is then found without comparing the name again.
+    public var knownApp: Int?
 
     /// The bytes it took in the buffer.
     public var staged: Range<Int> { token.lowerBound..<payload.upperBound }
@@ -305,6 +308,8 @@ private struct EventScan {
     /// The `id` field's string, once it passed: made text (or packed) only for the result.
     var idToken: JSONString?
     var app: String?
+    /// `app`'s position among the decoder's known apps, when it was read as one of them.
+    var knownApp: Int?
     /// The `environment` field's string, made text only for an error event.
     var environmentToken: JSONString?
     var environment: APNsEnvironment?
@@ -407,8 +412,9 @@ private struct EventScan {
             guard kind == .string else { return try wrongType(field, expected: "a string") }
             let token = try reader.readString()
             let known = token.hasEscapes
-                ? nil : knownApps.name(matching: UnsafeRawBufferPointer(rebasing: reader.bytes[token.start..<token.end]))
-            let text = known ?? reader.string(token)
+                ? nil : knownApps.index(matching: UnsafeRawBufferPointer(rebasing: reader.bytes[token.start..<token.end]))
+            let text = known.map { knownApps.name(at: $0) } ?? reader.string(token)
+            knownApp = known
             if text.isEmpty { problem(field, "field 'app' is empty") } else { app = text }
         case .environment:
             guard kind == .string else { return try wrongType(field, expected: "\"production\" or \"sandbox\"") }
@@ -736,7 +742,8 @@ private struct EventScan {
         }
         return .success(StagedNotification(
             eventID: eventID(idToken!), app: app!, environment: environment, token: start..<tokenEnd, payload: tokenEnd..<staging.count,
-            expiration: expiration, priority: resolvedPriority(http2: http2), tokenRegisteredAt: tokenRegisteredAt))
+            expiration: expiration, priority: resolvedPriority(http2: http2), tokenRegisteredAt: tokenRegisteredAt,
+            knownApp: knownApp))
     }
 
     /// The id as a staged notification keeps it: packed straight from the event's bytes when it has no escapes.

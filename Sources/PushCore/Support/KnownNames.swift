@@ -30,18 +30,29 @@ public struct KnownNames: Sendable {
         self.byHash = byHash
     }
 
+    /// The known names, without repeats, in the order first given.
+    public var all: [String] { names }
+
     /// The known name with exactly these bytes, if any.
     public func name(matching utf8: UnsafeRawBufferPointer) -> String? {
+        index(matching: utf8).map { names[$0] }
+    }
+
+    /// The position in ``all`` of the known name with exactly these bytes, if any.
+    public func index(matching utf8: UnsafeRawBufferPointer) -> Int? {
         bytes.withUnsafeBytes { all in
             if names.count <= Self.linearLimit {
-                for i in names.indices where Self.equal(all, spans[i], utf8) { return names[i] }
+                for i in names.indices where Self.equal(all, spans[i], utf8) { return i }
                 return nil
             }
             guard let candidates = byHash[Self.hash(utf8)] else { return nil }
-            for i in candidates where Self.equal(all, spans[i], utf8) { return names[i] }
+            for i in candidates where Self.equal(all, spans[i], utf8) { return i }
             return nil
         }
     }
+
+    /// The known name at a position in ``all``.
+    public func name(at index: Int) -> String { names[index] }
 
     /// Compares eight bytes at a time (a byte-wise `elementsEqual` took about 16 instructions a byte), the last eight
     /// of a name of eight or more bytes once more for the bytes after its last whole eight.

@@ -215,6 +215,11 @@ import Testing
         var staging: [UInt8] = []
         let staged = try Array(json.utf8).withUnsafeBytes { decoder.decode($0, staging: &staging) }.get()
         #expect(Self.storage(staged.app) == Self.storage(known))
+        #expect(staged.knownApp == 1)  // its first place: repeats are dropped
+        // Escaped, the same name is not known by its bytes, so no position comes with it.
+        let escaped = Self.event(app: Self.long.replacingOccurrences(of: ".", with: #"\u002e"#))
+        let unknown = try Array(escaped.utf8).withUnsafeBytes { decoder.decode($0, staging: &staging) }.get()
+        #expect(unknown.app == Self.long && unknown.knownApp == nil)
         // Without the known names, the same event's app is a string of its own.
         #expect(Self.storage(try EventDecoder().decode(json).get().app) != Self.storage(known))
     }
