@@ -166,13 +166,16 @@ func problem(_ yaml: String, _ env: [String: String] = [:]) -> ConfigurationErro
         #expect(problem(twice)?.key == "apps[1]")
     }
 
+    /// App a in sandbox only, app b in both environments.
+    static let threeEndpoints = """
+        apps:
+          - {bundle_id: a, environment: sandbox, certificate: c, private_key: k}
+          - {bundle_id: b, environment: sandbox, certificate: c, private_key: k}
+          - {bundle_id: b, environment: production, certificate: c, private_key: k}
+        """
+
     @Test func environmentsAreChosenAsTheSpecSays() throws {
-        let c = try load("""
-            apps:
-              - {bundle_id: a, environment: sandbox, certificate: c, private_key: k}
-              - {bundle_id: b, environment: sandbox, certificate: c, private_key: k}
-              - {bundle_id: b, environment: production, certificate: c, private_key: k}
-            """)
+        let c = try load(Self.threeEndpoints)
         let directory = EndpointDirectory(c.endpoints)
         #expect(directory.index(app: "a", environment: nil) == 0)  // the only one
         #expect(directory.index(app: "b", environment: nil) == 2)  // production when configured
@@ -184,12 +187,7 @@ func problem(_ yaml: String, _ env: [String: String] = [:]) -> ConfigurationErro
     }
 
     @Test func aKnownAppFindsTheEndpointItsNameFinds() throws {
-        let c = try load("""
-            apps:
-              - {bundle_id: a, environment: sandbox, certificate: c, private_key: k}
-              - {bundle_id: b, environment: sandbox, certificate: c, private_key: k}
-              - {bundle_id: b, environment: production, certificate: c, private_key: k}
-            """)
+        let c = try load(Self.threeEndpoints)
         // Known names in another order than the endpoints', one of them not configured.
         let known = KnownNames(["z", "b", "a"])
         let directory = EndpointDirectory(c.endpoints, knownApps: known)
