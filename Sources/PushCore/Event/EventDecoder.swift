@@ -87,6 +87,9 @@ public struct StagedNotification: Sendable {
     public var id: String { eventID.string }
     public var app: String
     public var environment: APNsEnvironment?
+    /// ``knownApp`` plus one, 0 for none: kept in the padding after `environment`, so that it costs the value no
+    /// size (a configuration has at most 65,534 endpoints, so as many apps).
+    var knownAppPlusOne: UInt16 = 0
     /// Where the token's bytes are in the buffer.
     public var token: Range<Int>
     /// Where the payload's bytes are, right after the token's.
@@ -98,7 +101,10 @@ public struct StagedNotification: Sendable {
     public var tokenRegisteredAt: Int64?
     /// `app`'s position in the decoder's ``EventDecoder/knownApps`` (``KnownNames/all``), when its bytes spelled
     /// one of them: its endpoint is then found without comparing the name again.
-    public var knownApp: Int?
+    public var knownApp: Int? {
+        get { knownAppPlusOne == 0 ? nil : Int(knownAppPlusOne) - 1 }
+        set { knownAppPlusOne = newValue.flatMap { UInt16(exactly: $0 + 1) } ?? 0 }
+    }
 
     /// The bytes it took in the buffer.
     public var staged: Range<Int> { token.lowerBound..<payload.upperBound }
@@ -740,10 +746,11 @@ private struct EventScan {
             case .failure(let error): return refuse(error, &staging)
             }
         }
-        return .success(StagedNotification(
+        var staged = StagedNotification(
             eventID: eventID(idToken!), app: app!, environment: environment, token: start..<tokenEnd, payload: tokenEnd..<staging.count,
-            expiration: expiration, priority: resolvedPriority(http2: http2), tokenRegisteredAt: tokenRegisteredAt,
-            knownApp: knownApp))
+            expiration: expiration, priority: resolvedPriority(http2: http2), tokenRegisteredAt: tokenRegisteredAt)
+        staged.knownApp = knownApp
+        return .success(staged)
     }
 
     /// The id as a staged notification keeps it: packed straight from the event's bytes when it has no escapes.
