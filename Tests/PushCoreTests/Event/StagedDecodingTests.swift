@@ -224,6 +224,21 @@ import Testing
         #expect(Self.storage(try EventDecoder().decode(json).get().app) != Self.storage(known))
     }
 
+    /// The position is kept in 16 bits: every position a configuration can have comes back, and none stands for nil.
+    @Test func aKnownAppsPositionIsKeptWholeOrNotAtAll() throws {
+        var staging: [UInt8] = []
+        var staged = try Array(Self.event(app: Self.long).utf8).withUnsafeBytes { EventDecoder().decode($0, staging: &staging) }.get()
+        #expect(staged.knownApp == nil)
+        for position in [0, 1, 255, 256, 65_533, 65_534] {
+            staged.knownApp = position
+            #expect(staged.knownApp == position)
+        }
+        for beyond in [65_535, 1 << 20, -1] {
+            staged.knownApp = beyond
+            #expect(staged.knownApp == nil, "\(beyond)")
+        }
+    }
+
     @Test func otherNamesAreDecodedAsWritten() throws {
         var decoder = EventDecoder()
         decoder.knownApps = KnownNames([Self.long])
