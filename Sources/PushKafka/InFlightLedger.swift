@@ -186,11 +186,15 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
     /// Records admitted and not yet settled, across partitions.
     @inlinable public var count: Int { held }
     @usableFromInline var held: Int
+    /// While a batch settles (``settlingBatch(_:)``): the slots whose first record settled, their settled prefix
+    /// removed when the batch ends. Nil otherwise.
+    @usableFromInline var settledHeads: [Int]?
 
     /// - Parameter groups: how many groups records may count in (besides ``noGroup``).
     @inlinable
     public init(groups: Int = 0) {
         held = 0
+        settledHeads = nil
         precondition(groups <= Self.groupLimit, "more groups than a record can name")
         groupCounts = Array(repeating: 0, count: groups + 1)
     }
@@ -367,10 +371,38 @@ public struct InFlightLedger<Entry: Sendable>: Sendable {
         held -= 1
         groupCounts[Int(partitions[s].records[i].group)] -= 1
         guard i == 0 else { return }
-        // The settled run at the head leaves at once: one removal, one committable offset.
+        if settledHeads != nil {
+            settledHeads!.append(s)
+        } else {
+            removeSettledHead(s)
+        }
+    }
+
+    /// The settled run at a partition's head leaves: one removal, one committable offset.
+    @inlinable
+    mutating func removeSettledHead(_ s: Int) {
         let settled = partitions[s].records.prefixCount { $0.isSettled }
+        // None when the partition restarted after its head settled in the same batch.
+        guard settled > 0 else { return }
         partitions[s].committable = partitions[s].removeFirst(settled) + 1
         partitions[s].dirty = true
+    }
+
+    /// Runs `body`, which settles a batch (``resolve(_:outputs:)``, ``acknowledged(_:)``), with the removal of
+    /// settled records put off to its end: each partition's settled prefix then leaves in one removal, where
+    /// settling in order removed the head one record at a time. The counts (``count``, ``held(group:)``) change at
+    /// once, the committable offsets when `body` returns; a record settled and not yet removed is never resolved or
+    /// acknowledged again, and a restart forgets it as it would have.
+    @inlinable
+    public mutating func settlingBatch<R>(_ body: (inout Self) throws -> R) rethrows -> R {
+        precondition(settledHeads == nil, "settling batches do not nest")
+        settledHeads = []
+        defer {
+            let heads = settledHeads!
+            settledHeads = nil
+            for s in heads { removeSettledHead(s) }
+        }
+        return try body(&self)
     }
 
     // MARK: Reading

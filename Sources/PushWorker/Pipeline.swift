@@ -711,25 +711,27 @@ public final class Pipeline: RecordSink {
         var acceptedTimestamps: [Int64] = []
         acceptedTimestamps.reserveCapacity(outcomes.count)
         state.withLock { s in
-            // Each outcome read where it is: a copy would retain what it holds (its token's source, its detail).
-            for i in outcomes.indices {
-                let ticket = LedgerTicket(outcomes[i].ticket)
-                // What a failure writes: its error event, a feedback event for a 410 (when the feedback topic is
-                // set), a suppression record for a token reported gone.
-                let failureOutputs = outcomes[i].isAccepted ? nil : 1
-                    + (outcomes[i].unregisteredAt != nil ? feedbackOutputs : 0)
-                    + (suppressing && Self.suppressionReason(of: outcomes[i]) != nil ? 1 : 0)
-                var outputs = 0
-                guard let (entry, offset) = s.ledger.resolve(ticket, outputs: { entry in
-                    // Accepted: a token registered again writes its suppression's tombstone.
-                    outputs = failureOutputs ?? reportOutputs + (suppressing && entry?.liftsSuppression == true ? 1 : 0)
-                    return outputs
-                }), let entry else { continue }
-                if outputs == 0 {  // accepted (a failure always has its error event)
-                    acceptedTimestamps.append(entry.timestamp)
-                    continue
+            s.ledger.settlingBatch { ledger in
+                // Each outcome read where it is: a copy would retain what it holds (its token's source, its detail).
+                for i in outcomes.indices {
+                    let ticket = LedgerTicket(outcomes[i].ticket)
+                    // What a failure writes: its error event, a feedback event for a 410 (when the feedback topic is
+                    // set), a suppression record for a token reported gone.
+                    let failureOutputs = outcomes[i].isAccepted ? nil : 1
+                        + (outcomes[i].unregisteredAt != nil ? feedbackOutputs : 0)
+                        + (suppressing && Self.suppressionReason(of: outcomes[i]) != nil ? 1 : 0)
+                    var outputs = 0
+                    guard let (entry, offset) = ledger.resolve(ticket, outputs: { entry in
+                        // Accepted: a token registered again writes its suppression's tombstone.
+                        outputs = failureOutputs ?? reportOutputs + (suppressing && entry?.liftsSuppression == true ? 1 : 0)
+                        return outputs
+                    }), let entry else { continue }
+                    if outputs == 0 {  // accepted (a failure always has its error event)
+                        acceptedTimestamps.append(entry.timestamp)
+                        continue
+                    }
+                    resolved.append((outcomes[i], ticket, entry, ledger.topicPartition(slot: ticket.slot).source(offset: offset), nil))
                 }
-                resolved.append((outcomes[i], ticket, entry, s.ledger.topicPartition(slot: ticket.slot).source(offset: offset), nil))
             }
         }
         guard !resolved.isEmpty || !acceptedTimestamps.isEmpty else { return }
@@ -846,7 +848,7 @@ public final class Pipeline: RecordSink {
 
     /// The broker acknowledged output events (the producer thread, one batch per poll).
     private func acknowledged(_ tickets: [LedgerTicket]) {
-        state.withLock { s in for ticket in tickets { s.ledger.acknowledged(ticket) } }
+        state.withLock { s in s.ledger.settlingBatch { ledger in for ticket in tickets { ledger.acknowledged(ticket) } } }
     }
 }
 

@@ -183,6 +183,108 @@ import Testing
         }
     }
 
+    /// A batch settles as the same outcomes one by one would, but removes a partition's settled prefix once, at
+    /// its end: the counts move at once, the committable offsets when the batch ends.
+    @Test func aBatchRemovesTheSettledPrefixAtItsEnd() {
+        var l = InFlightLedger<String>(groups: 1)
+        let t0 = admit(&l, p0, 0...4)
+        let t1 = admit(&l, p1, 20...22)
+        l.settlingBatch { l in
+            for ticket in t0[0...2] { #expect(l.resolve(ticket, outputs: 0) != nil) }
+            #expect(l.resolve(t1[0], outputs: 1)?.offset == 20)
+            #expect(l.resolve(t1[1], outputs: 0)?.offset == 21)
+            #expect(l.count == 4)  // t1[0] waits for its error event's acknowledgement
+            #expect(l.held(group: 1) == 4)
+            #expect(l.committable(p0) == nil)
+            // Settled and not yet removed: resolved or acknowledged again, nothing changes.
+            #expect(l.resolve(t0[0], outputs: 0) == nil)
+            l.acknowledged(t0[1])
+            #expect(l.count == 4)
+        }
+        #expect(l.committable(p0) == 3)
+        #expect(l.committable(p1) == nil)  // its first record's error event is not acknowledged
+        #expect(l.partitions[Int(l.slot(for: p0))].records.count == 2)
+        #expect(l.entry(t0[3]) == "e3")
+        l.settlingBatch { l in l.acknowledged(t1[0]) }
+        #expect(l.committable(p1) == 22)
+        #expect(l.count == 3)
+    }
+
+    /// A partition that restarts after its head settled in the same batch keeps its new epoch's records.
+    @Test func aRestartWithinABatchForgetsOnlyTheOldEpoch() {
+        var l = InFlightLedger<String>(groups: 1)
+        let old = admit(&l, p0, 0...2)
+        var new: [LedgerTicket] = []
+        l.settlingBatch { l in
+            _ = l.resolve(old[0], outputs: 0)
+            _ = l.revoke([p0])
+            l.assign([p0])
+            new = admit(&l, p0, 0...1)
+        }
+        #expect(l.count == 2)
+        #expect(l.committable(p0) == nil)
+        #expect(l.entry(new[0]) == "e0")
+        _ = l.resolve(new[0], outputs: 0)
+        #expect(l.committable(p0) == 1)
+    }
+
+    /// Seeded random admissions, outcomes and acknowledgements over two partitions, settled in batches of random
+    /// length in one ledger and one at a time in another: after every batch both have the same counts and
+    /// committable offsets.
+    @Test(arguments: [11, 12, 13, 14] as [UInt64])
+    func batchesSettleAsOutcomesOneByOne(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        func next() -> UInt64 { random.next() }
+        var batched = InFlightLedger<String>(groups: 2)
+        var single = InFlightLedger<String>(groups: 2)
+        let partitions = [p0, p1]
+        var offsets: [Int64] = [0, 100]
+        var open: [LedgerTicket] = []  // outcome not known
+        var unacknowledged: [LedgerTicket] = []  // an output event on its way
+        for _ in 0..<400 {
+            for _ in 0..<Int(next() % 8) {
+                let p = Int(next() % 2)
+                offsets[p] += next() % 5 == 0 ? 3 : 1
+                let group = 1 + Int(next() % 2)
+                let a = batched.admit(slot: batched.slot(for: partitions[p]), offset: offsets[p], group: group, entry: "e")
+                let b = single.admit(slot: single.slot(for: partitions[p]), offset: offsets[p], group: group, entry: "e")
+                #expect(a == b)
+                open.append(a.ticket)
+            }
+            var settles: [(LedgerTicket, outputs: Int?)] = []  // nil: an acknowledgement
+            for _ in 0..<Int(next() % 12) {
+                if !unacknowledged.isEmpty, next() % 4 == 0 {
+                    settles.append((unacknowledged.remove(at: Int(next() % UInt64(unacknowledged.count))), nil))
+                } else if !open.isEmpty {
+                    // Mostly the oldest, as a connection accepts in order; at times any.
+                    let place = next() % 3 == 0 ? Int(next() % UInt64(open.count)) : 0
+                    let ticket = open.remove(at: place)
+                    let outputs = next() % 6 == 0 ? 1 : 0
+                    if outputs > 0 { unacknowledged.append(ticket) }
+                    settles.append((ticket, outputs))
+                }
+            }
+            batched.settlingBatch { l in
+                for (ticket, outputs) in settles {
+                    if let outputs { _ = l.resolve(ticket, outputs: outputs) } else { l.acknowledged(ticket) }
+                }
+            }
+            for (ticket, outputs) in settles {
+                if let outputs { _ = single.resolve(ticket, outputs: outputs) } else { single.acknowledged(ticket) }
+            }
+            #expect(batched.count == single.count)
+            #expect(batched.held(group: 1) == single.held(group: 1))
+            #expect(batched.held(group: 2) == single.held(group: 2))
+            for p in partitions {
+                #expect(batched.committable(p) == single.committable(p))
+                #expect(batched.unsettled(p) == single.unsettled(p))
+                let slot = Int(batched.slot(for: p))
+                #expect(batched.partitions[slot].records.count == single.partitions[slot].records.count)
+            }
+        }
+        #expect(batched.takeCommittable().map(\.1) == single.takeCommittable().map(\.1))
+    }
+
     @Test func ticketsAreFoundByOffset() {
         var l = InFlightLedger<String>(groups: 1)
         let t = admit(&l, p0, [3, 5, 9])
