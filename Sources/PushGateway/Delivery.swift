@@ -56,18 +56,16 @@ public struct Delivery: Sendable {
     /// Its device token, read from the frame when asked for.
     public var tokenSource: DeliveryTokenSource { DeliveryTokenSource(frame: frame) }
 
-    /// Writes the frame with `identifier` into `buffer`.
-    func write(identifier: UInt32, into buffer: inout ByteBuffer) {
+    /// Copies the frame to `destination`, which has room for ``frameSize`` bytes, with `identifier` in place;
+    /// returns its size. A connection copies its batch's frames into one buffer this way, with one access to the
+    /// buffer's storage for the batch.
+    func write(identifier: UInt32, to destination: UnsafeMutableRawPointer) -> Int {
         let (count, identifierOffset) = frame.layout
-        frame.withBytes { bytes in
-            _ = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { out in
-                out.baseAddress!.copyMemory(from: bytes, byteCount: count)
-                if identifierOffset != 0 {
-                    out.storeBytes(of: identifier.bigEndian, toByteOffset: identifierOffset, as: UInt32.self)
-                }
-                return count
-            }
+        frame.withBytes { bytes in destination.copyMemory(from: bytes, byteCount: count) }
+        if identifierOffset != 0 {
+            destination.storeBytes(of: identifier.bigEndian, toByteOffset: identifierOffset, as: UInt32.self)
         }
+        return count
     }
 }
 

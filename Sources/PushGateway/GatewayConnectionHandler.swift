@@ -261,13 +261,22 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
             if batch.isEmpty { break }
             batches += 1
             let unixNow = unixSeconds()
-            var buffer = context.channel.allocator.buffer(capacity: batch.count * (batch[0].frameSize + 16))
+            let size = batch.reduce(0) { $0 + $1.frameSize }
+            var buffer = context.channel.allocator.buffer(capacity: size)
             var expired: [DeliveryOutcome] = []
-            machine.send(batch, at: sendTime, unixNow: unixNow) { delivery, decision in
-                switch decision {
-                case .send(let identifier): delivery.write(identifier: identifier, into: &buffer)
-                case .expired(let outcome): expired.append(outcome)
+            // The frames copied into the buffer in one write: one access to its storage for the batch, where a
+            // write per frame checked it each time.
+            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { out in
+                var written = 0
+                machine.send(batch, at: sendTime, unixNow: unixNow) { delivery, decision in
+                    switch decision {
+                    case .send(let identifier): written += delivery.write(identifier: identifier, to: out.baseAddress! + written)
+                    case .expired(let outcome): expired.append(outcome)
+                    }
                 }
+                // Each frame sent is one of those summed (`write` copies `frameSize` bytes).
+                assert(written <= size, "a batch's frames outgrew their sizes")
+                return written
             }
             if !expired.isEmpty { pool.report(expired) }
             if buffer.readableBytes > 0 {

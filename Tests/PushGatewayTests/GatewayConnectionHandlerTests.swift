@@ -277,6 +277,36 @@ struct Connection {
         if case .failed(.expired, nil, _) = c.outcomes[0].result {} else { Issue.record("\(c.outcomes[0])") }
         #expect(c.owner.read { $0.written } == 1)
     }
+
+    /// A batch's frames go into one buffer: of any sizes, with expired ones among them left out, each frame as the
+    /// encoder writes it with its identifier, and nothing after the last.
+    @Test(arguments: [NotificationFormat.frame, .enhanced, .simple])
+    func aBatchOfFramesOfManySizesIsWrittenExactly(format: NotificationFormat) throws {
+        var deliveries: [Delivery] = []
+        var expected: [UInt8] = []
+        var identifier: UInt32 = 0
+        for i in 0..<40 {
+            let expired = i % 7 == 3
+            var notification = PushNotification(
+                token: try DeviceToken(bytes: Array(repeating: UInt8(i), count: 32 + i % 3 * 16)),
+                payload: Array(#"{"aps":{"alert":"\#(String(repeating: "x", count: i * 37))"}}"#.utf8), identifier: 0,
+                expiration: expired ? 1 : 0, priority: i % 2 == 0 ? .immediate : .conservePower)
+            deliveries.append(Delivery(ticket: DeliveryTicket(UInt64(i)), notification: notification, format: format))
+            guard !expired else { continue }
+            identifier += 1
+            notification.identifier = identifier
+            expected += NotificationEncoder.encodeBytes(notification, format: format)
+        }
+        let c = try Connection(queued: deliveries)
+        c.handshake()
+        var written: [UInt8] = []
+        while let buffer = try c.channel.readOutbound(as: ByteBuffer.self) { written += buffer.readableBytesView }
+        #expect(written.count == expected.count)
+        let same = written == expected  // not the bytes themselves in a failure's message: 30 KB of them
+        #expect(same)
+        #expect(c.outcomes.count == 6)  // the expired ones
+        #expect(c.owner.read { $0.written } == 34)
+    }
 }
 
 /// Closes the channel when the first flush reaches it, as a write error on the socket does.

@@ -378,25 +378,31 @@ func sendAll(_ m: inout Machine, _ n: Int) -> [UInt32] {
 
     @Test func framesCarryTheIdentifierTheyWereSentWith() {
         var m = Machine(acceptanceWindow: .seconds(1), maxAttempts: 5)
-        var buffer = ByteBufferAllocator().buffer(capacity: 64)
         let d = delivery(1)
         guard case .send(let id) = m.send(d, now: t0, unixNow: now) else { fatalError() }
-        d.write(identifier: 0xA1B2_C3D4, into: &buffer)
         #expect(id == 1)
-        var read = buffer
+        var read = d.written(identifier: 0xA1B2_C3D4)
         guard case .notification(let n)? = NotificationDecoder.decode(from: &read) else {
             Issue.record("not a frame")
             return
         }
         #expect(n.identifier == 0xA1B2_C3D4)
         for format in [NotificationFormat.enhanced, .simple] {
-            var b = ByteBufferAllocator().buffer(capacity: 64)
-            Delivery(ticket: DeliveryTicket(1), notification: PushNotification(token: try! DeviceToken(bytes: [1]), payload: Array("{}".utf8), identifier: 0, expiration: 5, priority: .immediate), format: format)
-                .write(identifier: 77, into: &b)
+            var b = Delivery(ticket: DeliveryTicket(1), notification: PushNotification(token: try! DeviceToken(bytes: [1]), payload: Array("{}".utf8), identifier: 0, expiration: 5, priority: .immediate), format: format)
+                .written(identifier: 77)
             guard case .notification(let decoded)? = NotificationDecoder.decode(from: &b) else { fatalError() }
             #expect(decoded.identifier == (format == .simple ? 0 : 77))
             #expect(decoded.expiration == (format == .simple ? 0 : 5))
         }
+    }
+}
+
+extension Delivery {
+    /// The frame as a connection writes it (``write(identifier:to:)``), in a buffer of its own size.
+    func written(identifier: UInt32) -> ByteBuffer {
+        var buffer = ByteBufferAllocator().buffer(capacity: frameSize)
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: frameSize) { write(identifier: identifier, to: $0.baseAddress!) }
+        return buffer
     }
 }
 

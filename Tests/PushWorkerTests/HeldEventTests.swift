@@ -48,10 +48,14 @@ import Testing
         for (i, n) in notifications.enumerated().reversed() {
             var sent = n
             sent.identifier = UInt32(1000 + i)
-            var written = ByteBuffer()
-            deliveries[i].write(identifier: sent.identifier, into: &written)
-            #expect(Array(written.readableBytesView) == NotificationEncoder.encodeBytes(sent, format: format))
-            #expect(deliveries[i].frameSize == n.encodedSize(format))
+            // Written in place with its size returned, and nothing past it touched.
+            let size = deliveries[i].frameSize
+            var written = [UInt8](repeating: 0xA5, count: size + 8)
+            let count = written.withUnsafeMutableBytes { deliveries[i].write(identifier: sent.identifier, to: $0.baseAddress!) }
+            #expect(count == size)
+            #expect(Array(written.prefix(size)) == NotificationEncoder.encodeBytes(sent, format: format))
+            #expect(written.suffix(8).allSatisfy { $0 == 0xA5 })
+            #expect(size == n.encodedSize(format))
             #expect(deliveries[i].tokenSource.token == n.token)
             #expect(deliveries[i].expiration == n.expiration)
             #expect(deliveries[i].ticket == DeliveryTicket(UInt64(i)))
