@@ -143,7 +143,10 @@ extension DeliveryEngine {
                 #expect(wait.waited >= wait.backoff, "reconnect \(index + 1) came \(wait.waited) after, backoff \(wait.backoff)")
             }
             #expect(Set(recorded.map(\.connection)).count == 104)
-            #expect(status.consecutiveFailures >= 1)
+            // The failures are still counted, unless the last connection has been up for the reset period (a
+            // slow run: the suite's other tests share the machine).
+            let lastReady = status.events.last { $0.kind == .ready }!.at
+            #expect(status.consecutiveFailures >= 1 || lastReady.duration(to: .now) >= h.delivery.reconnectResetAfter)
         }
     }
 
