@@ -41,11 +41,18 @@ def summary(before, after, commit):
     return lines
 
 
+def load_runs(folder, name, count):
+    """The results of runs 1 to `count` that bench_e2e.py wrote as FOLDER/NAME-N.json."""
+    runs = []
+    for i in range(1, count + 1):
+        with open(f"{folder}/{name}-{i}.json") as file:
+            runs.append(json.load(file))
+    return runs
+
+
 def main():
     folder, pairs, commit = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    def runs(side):
-        return [json.load(open(f"{folder}/{side}-{i}.json")) for i in range(1, pairs + 1)]
-    print("\n".join(summary(runs("before"), runs("after"), commit)))
+    print("\n".join(summary(load_runs(folder, "before", pairs), load_runs(folder, "after", pairs), commit)))
 
 
 if __name__ == "__main__":
