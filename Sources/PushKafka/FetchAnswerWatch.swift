@@ -69,6 +69,14 @@ final class FetchAnswerWatch: Sendable {
         setIdle(false)
     }
 
+    /// Whether a reader whose poll found no record is idle at the end of its partitions, for the pacing: the watch
+    /// paces, the broker answered fetches at once ``wakeAt`` times since the reader's last records (or the last
+    /// ``reset()``), and nothing is prefetched (`nothingPrefetched` is asked only when the rest holds: for the group
+    /// consumer it is a look at librdkafka's queue). The reader reports the answer with ``setIdle(_:)``.
+    func idleAfterEmptyPoll(nothingPrefetched: () -> Bool) -> Bool {
+        pace > .zero && answersSinceReset >= Self.wakeAt && nothingPrefetched()
+    }
+
     /// The consumer is idle at the end of its partitions with nothing prefetched (or no longer is).
     func setIdle(_ value: Bool) {
         guard idle.exchange(value, ordering: .relaxed) != value else { return }

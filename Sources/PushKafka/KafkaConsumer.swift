@@ -236,11 +236,10 @@ public final class KafkaConsumer: Sendable {
         (sink as? RecordStream)?.finish()
     }
 
-    /// Whether the consumer is idle at the end of its partitions for the watch's pacing: the broker answered fetches
-    /// at once twice since the last polled records (or the last resume), and nothing is prefetched.
+    /// Whether the consumer is idle at the end of its partitions for the watch's pacing
+    /// (``FetchAnswerWatch/idleAfterEmptyPoll(nothingPrefetched:)``): nothing prefetched is an empty consumer queue.
     private func isIdle(queue: OpaquePointer?) -> Bool {
-        guard watch.pace > .zero, let queue, watch.answersSinceReset >= FetchAnswerWatch.wakeAt else { return false }
-        return rd_kafka_queue_length(queue) == 0
+        watch.idleAfterEmptyPoll { queue.map { rd_kafka_queue_length($0) == 0 } ?? false }
     }
 
     /// Waits up to 100 ms for one record, then takes what else is already fetched, up to `messages.count` in all,

@@ -198,8 +198,9 @@ public final class KafkaReplayReader: Sendable {
                 if m.offset + 1 >= end { remaining[m.partition] = nil }
             }
             if let watch, followed {
-                // Idle: a poll's wait with no record, on a broker that answered fetches at once meanwhile.
-                if batch.isEmpty { watch.setIdle(watch.answersSinceReset >= FetchAnswerWatch.wakeAt) } else { watch.reset() }
+                // Idle: a poll's wait with no record (so nothing is prefetched), on a broker that answered fetches
+                // at once meanwhile.
+                if batch.isEmpty { watch.setIdle(watch.idleAfterEmptyPoll { true }) } else { watch.reset() }
             }
             if !batch.isEmpty {
                 budget.acquire(batch.count)  // waits while the consumer is readAhead behind

@@ -89,4 +89,26 @@ struct FetchAnswerWatchTests {
         Self.answer(off)
         #expect(off.paces == 0 && off.answers == 1)
     }
+
+    /// A reader whose poll found nothing is idle only once the broker answered ``FetchAnswerWatch/wakeAt`` fetches at
+    /// once since its last records, with nothing prefetched, and only with the pace on; what is prefetched is asked
+    /// only when the rest holds.
+    @Test func idleAfterAnEmptyPollOnlyAtWakeAtWithNothingPrefetched() {
+        let watch = Self.watch()
+        var asked = 0
+        let nothing = { asked += 1; return true }
+        for _ in 1..<FetchAnswerWatch.wakeAt { Self.answer(watch) }
+        #expect(!watch.idleAfterEmptyPoll(nothingPrefetched: nothing))
+        #expect(asked == 0)
+        Self.answer(watch)
+        #expect(watch.idleAfterEmptyPoll(nothingPrefetched: nothing))
+        #expect(!watch.idleAfterEmptyPoll { false })
+        #expect(asked == 1)
+        watch.reset()
+        #expect(!watch.idleAfterEmptyPoll(nothingPrefetched: nothing))
+        let off = Self.watch(pace: .zero)
+        for _ in 0..<FetchAnswerWatch.wakeAt { Self.answer(off) }
+        #expect(!off.idleAfterEmptyPoll(nothingPrefetched: nothing))
+        #expect(asked == 1)
+    }
 }
