@@ -4,8 +4,8 @@ and how many runs were at or under a limit.
 
     python3 scripts/e2e/runs_summary.py FOLDER RUNS [LIMIT]    reads FOLDER/run-N.json; LIMIT defaults to 2.0
 
-A target of CPU per million is judged on the median of many runs: on a shared machine one build's runs spread by
-more than most changes to it (BENCHMARKS.md, 2026-12-07: 1.67-2.49 s over 26 runs of one binary).
+One run says little about a target of CPU per million on a shared machine: one build's runs spread by more than
+most changes to it (BENCHMARKS.md, 2026-12-07: 1.67-2.49 s over 26 runs of one binary).
 """
 
 import statistics
