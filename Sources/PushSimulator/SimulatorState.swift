@@ -19,6 +19,8 @@ public struct SimulatorSummary: Hashable, Sendable {
     public var apiAnswers: [String: Int] = [:]
     public var apiGoaways = 0
     public var apiAbruptCloses = 0
+    /// HTTP/2 API: connections this side ended for a broken rule or limit (SPEC section 13), by GOAWAY code name.
+    public var apiConnectionErrors: [String: Int] = [:]
     /// HTTP/2 API: the distinct provider tokens that passed verification and were taken into use on a connection
     /// (a provider renews its token as often as this count less one).
     public var apiProviderTokens = 0
@@ -37,13 +39,15 @@ public struct SimulatorSummary: Hashable, Sendable {
         let errors = errorResponses.keys.sorted().map { "\"\($0)\": \(errorResponses[$0]!)" }.joined(separator: ", ")
         let silent = silentCloses.keys.sorted().map { "\"\($0)\": \(silentCloses[$0]!)" }.joined(separator: ", ")
         let answers = apiAnswers.keys.sorted().map { "\"\($0)\": \(apiAnswers[$0]!)" }.joined(separator: ", ")
+        let connectionErrors = apiConnectionErrors.keys.sorted().map { "\"\($0)\": \(apiConnectionErrors[$0]!)" }.joined(separator: ", ")
         return """
             {"gateway_connections": \(gatewayConnections), "refused_connections": \(refusedConnections), \
             "accepted": \(accepted), "error_responses": {\(errors)}, "abrupt_closes": \(abruptCloses), \
             "silent_closes": {\(silent)}, \
             "feedback_connections": \(feedbackConnections), "feedback_tuples_sent": \(feedbackTuplesSent), \
             "api_connections": \(apiConnections), "api_answers": {\(answers)}, "api_goaways": \(apiGoaways), \
-            "api_abrupt_closes": \(apiAbruptCloses), "api_provider_tokens": \(apiProviderTokens), \
+            "api_abrupt_closes": \(apiAbruptCloses), "api_connection_errors": {\(connectionErrors)}, \
+            "api_provider_tokens": \(apiProviderTokens), \
             "record_lines_lost": \(recordLinesLost)}
             """
     }
@@ -61,6 +65,7 @@ public struct SimulatorSummary: Hashable, Sendable {
         apiAnswers.merge(other.apiAnswers, uniquingKeysWith: +)
         apiGoaways += other.apiGoaways
         apiAbruptCloses += other.apiAbruptCloses
+        apiConnectionErrors.merge(other.apiConnectionErrors, uniquingKeysWith: +)
         apiProviderTokens += other.apiProviderTokens
     }
 }
@@ -122,8 +127,12 @@ final class SimulatorState: Sendable {
         }
     }
 
-    func countAPI(answer: String? = nil, times: Int = 1, goaway: Bool = false, abruptClose: Bool = false) {
+    func countAPI(
+        answer: String? = nil, times: Int = 1, goaway: Bool = false, abruptClose: Bool = false,
+        connectionError: HTTP2Wire.ErrorCode? = nil
+    ) {
         state.withLock { s in
+            if let connectionError { s.summary.apiConnectionErrors[connectionError.name, default: 0] += 1 }
             if let answer { s.summary.apiAnswers[answer, default: 0] += times }
             if goaway { s.summary.apiGoaways += 1 }
             if abruptClose { s.summary.apiAbruptCloses += 1 }

@@ -52,7 +52,7 @@ import Testing
             case .capacity: pump()
             case .answered(let answers):
                 tally.withLock { t in for a in answers { t.answered[a.response.status, default: 0] += 1 } }
-            case .unprocessed(let d): tally.withLock { $0.unprocessed += d.count }
+            case .unprocessed(let d, _): tally.withLock { $0.unprocessed += d.count }
             case .lost(let d, let reason): tally.withLock { $0.lost += Array(repeating: reason, count: d.count) }
             case .draining: tally.withLock { $0.draining = true }
             case .closed: tally.withLock { $0.closed = true }

@@ -81,17 +81,17 @@ private struct Client {
 
     init() { _ = session.takeOutput() }
 
-    mutating func feed(_ frames: ServerFrames) throws(HTTP2Wire.ConnectionError) -> [Written] {
+    mutating func feed(_ frames: ServerFrames, now: Int64 = 0) throws(HTTP2Wire.ConnectionError) -> [Written] {
         var input = frames.bytes
         events = []
-        while let event = try session.next(from: &input) { events.append(event) }
+        while let event = try session.next(from: &input, now: now) { events.append(event) }
         return Written.all(session.takeOutput())
     }
 
-    mutating func failure(_ frames: ServerFrames) -> HTTP2Wire.ErrorCode? {
+    mutating func failure(_ frames: ServerFrames, now: Int64 = 0) -> HTTP2Wire.ErrorCode? {
         var input = frames.bytes
         do {
-            while try session.next(from: &input) != nil {}
+            while try session.next(from: &input, now: now) != nil {}
             return nil
         } catch {
             let goAway = Written.all(session.takeOutput()).last
@@ -223,30 +223,41 @@ struct HTTP2ClientSessionTests {
             }
             return frames
         }
+        // Sent no faster than the control-frame rate allows (100 frames each 15 s), so only this limit applies.
+        var clock: Int64 = 0
+        func paced(_ client: inout Client, _ count: Int) throws -> [Written] {
+            var written: [Written] = []
+            for start in stride(from: 0, to: count, by: 100) {
+                clock += 15_000_000_000
+                written += try client.feed(flood(min(100, count - start)), now: clock)
+            }
+            return written
+        }
         var draining = Client()
         _ = try draining.feed(.preface())
-        let answers = try draining.feed(flood(limit + 1))
+        let answers = try paced(&draining, limit + 1)
         #expect(answers.count == limit + 1 && answers.allSatisfy { $0.flags == HTTP2Wire.ack })
 
         var blocked = Client()
         _ = try blocked.feed(.preface())
         blocked.session.writable = false
-        _ = try blocked.feed(flood(limit))
-        #expect(blocked.failure(flood(1)) == .enhanceYourCalm)
+        _ = try paced(&blocked, limit)
+        clock += 15_000_000_000
+        #expect(blocked.failure(flood(1), now: clock) == .enhanceYourCalm)
 
         var drainedBetween = Client()
         _ = try drainedBetween.feed(.preface())
         drainedBetween.session.writable = false
-        _ = try drainedBetween.feed(flood(limit))
+        _ = try paced(&drainedBetween, limit)
         drainedBetween.session.writable = true
         drainedBetween.session.writable = false
-        #expect(try drainedBetween.feed(flood(limit)).count == limit)
+        #expect(try paced(&drainedBetween, limit).count == limit)
     }
 
     /// A `:status` that is not three digits from 100 to 599 is no status: the request counts as not answered.
     @Test func aStatusOutsideRFC9110sFormIsNoStatus() throws {
         let cases: [(String, Int?)] = [
-            ("200", 200), ("100", 100), ("599", 599), ("410", 410), ("+200", nil), ("0200", nil), ("2000", nil),
+            ("200", 200), ("299", 299), ("599", 599), ("410", 410), ("+200", nil), ("0200", nil), ("2000", nil),
             ("600", nil), ("099", nil), ("20", nil), ("-20", nil), (" 200", nil), ("2 0", nil), ("", nil), ("\u{0662}00", nil),
         ]
         for (text, expected) in cases {
@@ -331,7 +342,8 @@ struct HTTP2ClientSessionTests {
         if case .reset(1, 7) = client.events[0] {} else { Issue.record("\(client.events[0])") }
         if case .goAway(3) = client.events[1] {} else { Issue.record("\(client.events[1])") }
         if case .headers(3, 200, true) = client.events[2] {} else { Issue.record("\(client.events[2])") }
-        // 1 reset, 3 answered, 5 cancelled, 7 above the GOAWAY: none open.
+        // 1 reset, 3 answered, 5 cancelled, 7 above the GOAWAY (forgotten as the connection does): none open.
+        client.session.forget(7)
         #expect(client.session.openStreams == 0)
     }
 
@@ -348,7 +360,6 @@ struct HTTP2ClientSessionTests {
         server.windowUpdate(3, 100)
         let data = try client.feed(server).filter { $0.type == HTTP2Wire.data }
         #expect(data.map(\.stream) == [1] && data[0].flags == HTTP2Wire.endStream)
-        #expect(client.session.openStreams == 1)
     }
 
     @Test func aPingIsAnsweredAndOursGoOut() throws {
@@ -393,5 +404,119 @@ struct HTTP2ClientSessionTests {
         }
         check("GOAWAY of 7 bytes", .frameSizeError) { $0.frame(HTTP2Wire.goAway, stream: 0, Array(repeating: 0, count: 7)) }
         check("RST_STREAM on stream 0", .protocolError) { $0.frame(HTTP2Wire.rstStream, stream: 0, [0, 0, 0, 8]) }
+        check("GOAWAY whose last stream id grows", .protocolError) {
+            $0.frame(HTTP2Wire.goAway, stream: 0, [0, 0, 0, 1, 0, 0, 0, 0])
+            $0.frame(HTTP2Wire.goAway, stream: 0, [0, 0, 0, 3, 0, 0, 0, 0])
+        }
+    }
+
+    // MARK: SPEC section 13: what a server may cost this side
+
+    /// A SETTINGS frame of more than 32 parameters ends the connection with ENHANCE_YOUR_CALM; 32 are taken.
+    @Test func aSettingsFrameOfMoreThan32ParametersEndsTheConnection() throws {
+        var client = Client()
+        _ = try client.feed(.preface())
+        var ok = ServerFrames()
+        HTTP2Wire.writeSettings(Array(repeating: (HTTP2Wire.Setting.maxConcurrentStreams, 10), count: 32), to: &ok.bytes)
+        #expect(try client.feed(ok).map(\.type) == [HTTP2Wire.settings])
+        var tooMany = ServerFrames()
+        HTTP2Wire.writeSettings(Array(repeating: (HTTP2Wire.Setting.maxConcurrentStreams, 10), count: 33), to: &tooMany.bytes)
+        #expect(client.failure(tooMany) == .enhanceYourCalm)
+    }
+
+    /// SETTINGS_INITIAL_WINDOW_SIZE named twice in one frame: the last value applies, once. Applied one by one, the
+    /// first would have pushed the open stream's window past 2^31-1 (a FLOW_CONTROL_ERROR).
+    @Test func theLastInitialWindowSizeOfAFrameWins() throws {
+        var client = Client()
+        _ = try client.feed(.preface())
+        client.session.send(request(1, body: 100_000), stream: 1, authority: nil, bearer: nil)
+        _ = client.session.takeOutput()
+        var server = ServerFrames()
+        server.windowUpdate(1, 0x7FFF_FFFF - 65_535 - 10)
+        server.windowUpdate(0, 1_000_000)
+        HTTP2Wire.writeSettings([(HTTP2Wire.Setting.initialWindowSize, 1_000_000), (HTTP2Wire.Setting.initialWindowSize, 65_535)], to: &server.bytes)
+        let written = try client.feed(server)
+        #expect(written.contains { $0.type == HTTP2Wire.settings && $0.flags == HTTP2Wire.ack })
+        #expect(client.session.openStreams == 1)
+    }
+
+    /// Frames that carry no progress are bounded: a second empty DATA frame in a row, a sixth CONTINUATION of one
+    /// header block, a 201st control frame or RST_STREAM within 30 s end the connection with ENHANCE_YOUR_CALM.
+    @Test func framesWithoutProgressAreBounded() throws {
+        func opened() throws -> Client {
+            var client = Client()
+            _ = try client.feed(.preface())
+            for id: UInt32 in stride(from: 1, through: 401, by: 2) { client.session.send(request(Int(id)), stream: id, authority: nil, bearer: nil) }
+            _ = client.session.takeOutput()
+            return client
+        }
+        var empty = try opened()
+        var one = ServerFrames()
+        one.frame(HTTP2Wire.data, stream: 1)
+        _ = try empty.feed(one)
+        #expect(empty.failure(one) == .enhanceYourCalm)
+        var separated = try opened()
+        var between = ServerFrames()
+        between.frame(HTTP2Wire.data, stream: 1)
+        between.frame(HTTP2Wire.data, stream: 1, [0x20])
+        between.frame(HTTP2Wire.data, stream: 1)
+        _ = try separated.feed(between)
+
+        var continued = try opened()
+        var pieces = ServerFrames()
+        pieces.frame(HTTP2Wire.headers, stream: 1, [])
+        for _ in 0..<5 { pieces.frame(HTTP2Wire.continuation, stream: 1, []) }
+        _ = try continued.feed(pieces)
+        var sixth = ServerFrames()
+        sixth.frame(HTTP2Wire.continuation, stream: 1, [])
+        #expect(continued.failure(sixth) == .enhanceYourCalm)
+
+        for (name, write) in [
+            ("PING", { (f: inout ServerFrames, _: UInt32) in f.frame(HTTP2Wire.ping, stream: 0, Array(repeating: 0, count: 8)) }),
+            ("SETTINGS", { (f: inout ServerFrames, _: UInt32) in f.frame(HTTP2Wire.settings, stream: 0) }),
+            ("PRIORITY", { (f: inout ServerFrames, _: UInt32) in f.frame(HTTP2Wire.priority, stream: 1, [0, 0, 0, 0, 16]) }),
+            ("RST_STREAM", { (f: inout ServerFrames, i: UInt32) in f.frame(HTTP2Wire.rstStream, stream: 2 * i + 1, [0, 0, 0, 8]) }),
+        ] as [(String, (inout ServerFrames, UInt32) -> Void)] {
+            var client = try opened()
+            var burst = ServerFrames()
+            for i: UInt32 in 0..<200 { write(&burst, i) }
+            _ = try client.feed(burst, now: 1_000_000_000)  // the preface's credit back: a full 200
+            var more = ServerFrames()
+            write(&more, 200)
+            #expect(client.failure(more, now: 1_000_000_000) == .enhanceYourCalm, "\(name)")
+            // Paced at the rate, the same frames go on.
+            var paced = try opened()
+            for i: UInt32 in 0..<400 {
+                var frame = ServerFrames()
+                write(&frame, i % 200)
+                _ = try paced.feed(frame, now: Int64(i) * 150_000_000)
+            }
+        }
+    }
+
+    /// An informational response that ends its stream is a stream error: RST_STREAM PROTOCOL_ERROR and an event
+    /// that sends the request again, not a stream left waiting for its deadline.
+    @Test func anInformationalResponseThatEndsTheStreamIsAStreamError() throws {
+        var client = Client()
+        _ = try client.feed(.preface())
+        client.session.send(request(1), stream: 1, authority: nil, bearer: nil)
+        _ = client.session.takeOutput()
+        var server = ServerFrames()
+        server.response(1, status: 103)
+        let written = try client.feed(server)
+        #expect(written.map(\.type) == [HTTP2Wire.rstStream])
+        #expect(written.first.map { $0.payload.getInteger(at: $0.payload.readerIndex, as: UInt32.self) } == HTTP2Wire.ErrorCode.protocolError.rawValue)
+        guard case .streamError(1, _)? = client.events.first else { Issue.record("\(client.events)"); return }
+        #expect(client.session.openStreams == 0)
+    }
+
+    /// The SETTINGS acknowledgements are counted for the connection's timer.
+    @Test func settingsAcknowledgementsAreCounted() throws {
+        var client = Client()
+        #expect(client.session.settingsAwaitingAck == 1)
+        var server = ServerFrames.preface()
+        server.frame(HTTP2Wire.settings, flags: HTTP2Wire.ack, stream: 0)
+        _ = try client.feed(server)
+        #expect(client.session.settingsAwaitingAck == 0 && client.session.settingsAcknowledged == 1)
     }
 }

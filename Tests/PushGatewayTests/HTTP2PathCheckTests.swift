@@ -18,7 +18,9 @@ struct HTTP2PathCheckTests {
         func sawClose() { state.withLock { $0.closed = true } }
     }
 
-    static func connection(_ seen: Seen, authority: String? = nil) throws -> (EmbeddedChannel, HTTP2ClientConnection) {
+    /// A connection past the server's preface: its SETTINGS and, unless `acknowledged` is false, the
+    /// acknowledgement of this side's.
+    static func connection(_ seen: Seen, authority: String? = nil, acknowledged: Bool = true) throws -> (EmbeddedChannel, HTTP2ClientConnection) {
         var settings = HTTP2ClientConnection.Settings(maxConcurrentStreams: 10, oneStreamUntilSuccess: false, requestTimeout: .seconds(60))
         settings.authority = authority
         settings.reuseCheckAfter = .seconds(30)
@@ -34,6 +36,7 @@ struct HTTP2PathCheckTests {
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
         var serverPreface = ByteBuffer()
         HTTP2Wire.writeSettings([(0x3, 10)], to: &serverPreface)
+        if acknowledged { HTTP2Wire.writeFrameHeader(length: 0, type: HTTP2Wire.settings, flags: HTTP2Wire.ack, stream: 0, to: &serverPreface) }
         try channel.writeInbound(serverPreface)
         _ = try outbound(channel)  // the preface and the SETTINGS ACK
         return (channel, handler)
@@ -42,6 +45,7 @@ struct HTTP2PathCheckTests {
     /// A frame the connection wrote.
     struct Frame {
         var type: UInt8
+        var stream: UInt32 = 0
         var flags: UInt8
         var payload: ByteBuffer
     }
@@ -56,7 +60,7 @@ struct HTTP2PathCheckTests {
             bytes.moveReaderIndex(forwardBy: 9)
             let payload = bytes.readSlice(length: header.length)!
             if header.type != HTTP2Wire.settings && header.type != HTTP2Wire.windowUpdate {
-                frames.append(Frame(type: header.type, flags: header.flags, payload: payload))
+                frames.append(Frame(type: header.type, stream: header.stream, flags: header.flags, payload: payload))
             }
         }
         #expect(bytes.readableBytes == 0)

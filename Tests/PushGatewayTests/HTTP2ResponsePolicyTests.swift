@@ -100,8 +100,32 @@ import Testing
             == .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .failed(.expired, status: nil, detail: "expired before it could be delivered"), attempts: 1)))
         var lost = Self.delivery(expiration: 1500)
         #expect(policy.lost(&lost, reason: "connection lost", now: 1400) == .resend(delay: .zero))
-        #expect(policy.unprocessed(lost, now: 1600)
+        #expect(policy.unprocessed(&lost, reason: "refused", now: 1600)
             == .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .failed(.expired, status: nil, detail: "expired before it could be delivered"), attempts: 1)))
+    }
+
+    /// A server that refuses every stream: three resends go free, then each refusal counts and waits, so the
+    /// notification ends as retries_exhausted after `max_attempts` counted ones (3 + 3 sends here, not forever).
+    @Test func refusedRequestsGoFreeThreeTimesInARowThenCount() {
+        var d = Self.delivery()
+        var decisions: [HTTP2ResponsePolicy.Decision] = []
+        for _ in 0..<6 { decisions.append(policy.unprocessed(&d, reason: "refused", now: 0)) }
+        #expect(decisions == [
+            .resend(delay: .zero), .resend(delay: .zero), .resend(delay: .zero),
+            .resend(delay: .milliseconds(100)), .resend(delay: .milliseconds(200)),
+            .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .failed(.retriesExhausted, status: nil, detail: "refused"), attempts: 1)),
+        ])
+    }
+
+    /// An answer breaks the row: a notification refused now and then, answered between, never counts a refusal.
+    @Test func anAnswerBetweenRefusalsStartsTheRowAgain() {
+        var d = Self.delivery()
+        for _ in 0..<4 {
+            for _ in 0..<3 { #expect(policy.unprocessed(&d, reason: "refused", now: 0) == .resend(delay: .zero)) }
+            _ = decide(429, "TooManyRequests", &d)
+            d.transientFailures = 0
+        }
+        #expect(policy.unprocessed(&d, reason: "refused", now: 0) == .resend(delay: .zero))
     }
 
     @Test func lostRequestsCountUntilMaxAttempts() {

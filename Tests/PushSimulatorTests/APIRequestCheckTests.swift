@@ -1,3 +1,4 @@
+import Crypto
 import Testing
 @testable import PushSimulator
 
@@ -24,5 +25,26 @@ struct APIRequestCheckTests {
         #expect(answer(path: "/3/device/").reason == .missingDeviceToken)
         #expect(answer(path: "/3/devices/00ff").reason == .badPath)
         #expect(answer(path: "/3/device").reason == .badPath)
+    }
+
+    /// A new provider token within the renewal interval is refused for its rate before its signature is looked at:
+    /// a client that changes tokens on every request costs a comparison each, not a signature check (and a token
+    /// with a bad signature is answered TooManyProviderTokenUpdates, not InvalidProviderToken).
+    @Test func theRenewalRateIsCheckedBeforeTheSignature() throws {
+        let verifier = try ProviderTokenVerifier(teamID: "T", keyID: "K", pem: P256.Signing.PrivateKey().pemRepresentation)
+        let check = APIRequestCheck(verifier: verifier, invalidTokens: [], unregistered: [:])
+        var history = APITokenHistory(current: "a.verified.token", issuedAt: 1_700_000_000, since: 1_700_000_000)
+        func answer(bearer: String, now: Int64) -> APIAnswer {
+            let headers: [(name: String, value: String)] = [
+                (":method", "POST"), (":scheme", "https"), (":path", "/3/device/00ff"), ("apns-topic", "com.example.app"),
+                ("authorization", "bearer " + bearer),
+            ]
+            return check.answer(
+                headers: headers, body: Array(#"{"aps":{}}"#.utf8), authentication: .token,
+                tokenHistory: &history, now: now, newID: { "00000000-0000-4000-8000-000000000000" })
+        }
+        #expect(answer(bearer: "not.signed.atall", now: 1_700_000_010).reason == .tooManyProviderTokenUpdates)
+        #expect(answer(bearer: "not.signed.atall", now: 1_700_000_000 + 20 * 60).reason == .invalidProviderToken)
+        #expect(history.current == "a.verified.token")
     }
 }

@@ -104,18 +104,18 @@ private struct Session {
         _ = session.takeOutput()
     }
 
-    mutating func feed(_ frames: ClientFrames) throws(HTTP2ServerSession.ConnectionError) -> [ServerFrame] {
+    mutating func feed(_ frames: ClientFrames, now: Int64 = 0) throws(HTTP2ServerSession.ConnectionError) -> [ServerFrame] {
         var input = frames.bytes
         events = []
-        while let event = try session.next(from: &input) { events.append(event) }
+        while let event = try session.next(from: &input, now: now) { events.append(event) }
         return ServerFrame.all(in: session.takeOutput())
     }
 
     /// Feeds the bytes and expects a connection error: returns its code and the GOAWAY's code.
-    mutating func failure(_ frames: ClientFrames) -> (ErrorCode, UInt32?)? {
+    mutating func failure(_ frames: ClientFrames, now: Int64 = 0) -> (ErrorCode, UInt32?)? {
         var input = frames.bytes
         do {
-            while try session.next(from: &input) != nil {}
+            while try session.next(from: &input, now: now) != nil {}
             return nil
         } catch {
             let goAway = ServerFrame.all(in: session.takeOutput()).last { $0.type == 0x7 }
@@ -281,6 +281,57 @@ struct HTTP2ServerSessionTests {
             $0.frame(0x7, stream: 0, Array(repeating: 0, count: 8))
             $0.headers(1, endStream: true)
         })
+        // SPEC section 13.
+        check("SETTINGS of 33 parameters", .enhanceYourCalm, { $0.settings(Array(repeating: (0x3, 1), count: 33)) })
+        check("PRIORITY of 4 bytes on an idle stream", .frameSizeError, { $0.frame(0x2, stream: 9, [0, 0, 0, 0]) })
+        check("an idle stream depending on itself", .protocolError, { $0.frame(0x2, stream: 9, [0, 0, 0, 9, 16]) })
+        check("two empty DATA frames in a row", .enhanceYourCalm, {
+            $0.headers(1)
+            $0.data(1, "", endStream: false)
+            $0.data(1, "", endStream: false)
+        })
+        check("six CONTINUATION frames", .enhanceYourCalm, {
+            $0.frame(0x1, stream: 1, [])
+            for _ in 0..<6 { $0.frame(0x9, stream: 1, []) }
+        })
+        check("201 PINGs at once", .enhanceYourCalm, { for _ in 0..<201 { $0.frame(0x6, stream: 0, Array(repeating: 0, count: 8)) } })
+        check("201 SETTINGS at once", .enhanceYourCalm, { for _ in 0..<200 { $0.settings([]) } })  // and the preface's
+        check("201 PRIORITY frames at once", .enhanceYourCalm, { for i: UInt32 in 0..<201 { $0.frame(0x2, stream: 2 * i + 1, [0, 0, 0, 0, 16]) } })
+        check("rapid reset: 201 streams opened and reset at once", .enhanceYourCalm, {
+            for i: UInt32 in 0..<201 {
+                $0.headers(2 * i + 1)
+                $0.frame(0x3, stream: 2 * i + 1, [0, 0, 0, 8])
+            }
+        })
+    }
+
+    /// The control-frame and reset limits are rates: 400 PINGs and 400 opened-and-reset streams over 60 s pass.
+    @Test func controlFramesAtTheRateAreServed() throws {
+        var session = Session(streamLimit: 1000)
+        var client = ClientFrames.opened()
+        _ = try session.feed(client)
+        for i: UInt32 in 0..<400 {
+            client = ClientFrames(bytes: ByteBuffer(), encoder: client.encoder)
+            client.frame(0x6, stream: 0, Array(repeating: 0, count: 8))
+            client.headers(2 * i + 1)
+            client.frame(0x3, stream: 2 * i + 1, [0, 0, 0, 8])
+            let frames = try session.feed(client, now: Int64(i) * 150_000_000)
+            #expect(frames.map(\.type) == [0x6])
+        }
+    }
+
+    /// SETTINGS_INITIAL_WINDOW_SIZE named twice in one frame: the last value applies, once. Applied one by one, the
+    /// first would have pushed the waiting stream's window past 2^31-1 and reset it.
+    @Test func theLastInitialWindowSizeOfAFrameWins() throws {
+        var client = ClientFrames.opened(settings: [(0x4, 0)])
+        client.headers(1, endStream: true)
+        var session = Session()
+        _ = try session.feed(client)
+        var more = ClientFrames()
+        more.windowUpdate(1, 0x7FFF_FFF0)
+        more.settings([(0x4, 1000), (0x4, 0)])
+        #expect(try session.feed(more).map(\.type) == [0x4])
+        #expect(session.session.isWaiting(1))
     }
 
     @Test func aStreamOverTheLimitIsRefusedAndWhatFollowsOnItIgnored() throws {
@@ -449,17 +500,53 @@ struct HTTP2ServerSessionTests {
         #expect(session.session.openStreams == 3)
     }
 
-    /// Until the client acknowledges the server's first SETTINGS, its limit does not apply: a client may open
-    /// streams before it has read them (RFC 9113 section 6.5.3).
-    @Test func theFirstLimitAppliesOnceAcknowledged() throws {
+    /// The preface's limit holds from the first stream, before the client acknowledges it (SPEC section 13): a
+    /// client that never does cannot open more streams than it was told.
+    @Test func theFirstLimitAppliesFromTheFirstStream() throws {
         var client = ClientFrames.opened(acknowledged: false)
         client.headers(1)
         client.headers(3)
-        client.acknowledgeSettings()
-        client.headers(5)
         var session = Session(streamLimit: 1)
-        #expect(resets(try session.feed(client)) == [5: ErrorCode.refusedStream.rawValue])
-        #expect(session.session.openStreams == 2)
+        #expect(session.session.settingsAwaitingAck == 1)
+        #expect(resets(try session.feed(client)) == [3: ErrorCode.refusedStream.rawValue])
+        #expect(session.session.openStreams == 1)
+        var more = ClientFrames()
+        more.encoder = client.encoder
+        more.acknowledgeSettings()
+        more.headers(5)
+        #expect(resets(try session.feed(more)) == [5: ErrorCode.refusedStream.rawValue])
+        #expect(session.session.settingsAwaitingAck == 0 && session.session.settingsAcknowledged == 1)
+    }
+
+    /// A bad PRIORITY on a stream that was opened resets it; RST_STREAM is never sent on an idle one (RFC 9113
+    /// section 6.4: there it is a connection error).
+    @Test func aBadPriorityResetsOnlyAStreamThatWasOpened() throws {
+        var client = ClientFrames.opened()
+        client.headers(1)
+        client.frame(0x2, stream: 1, [0, 0, 0, 0])
+        var session = Session()
+        #expect(resets(try session.feed(client)) == [1: ErrorCode.frameSizeError.rawValue])
+    }
+
+    /// Answer bodies waiting for the client's window leave in order when it opens; those of streams the client
+    /// reset meanwhile are skipped.
+    @Test func waitingBodiesOfResetStreamsAreSkipped() throws {
+        var client = ClientFrames.opened(settings: [(0x4, 0)])
+        for stream: UInt32 in [1, 3, 5, 7] { client.headers(stream, endStream: true) }
+        var session = Session()
+        _ = try session.feed(client)
+        for stream: UInt32 in [1, 3, 5, 7] {
+            session.session.answer(stream, status: 400, apnsID: "a", body: Array("body \(stream)".utf8))
+        }
+        _ = session.session.takeOutput()
+        var more = ClientFrames()
+        more.frame(0x3, stream: 3, [0, 0, 0, 8])
+        more.frame(0x3, stream: 5, [0, 0, 0, 8])
+        more.settings([(0x4, 100)])
+        let frames = try session.feed(more).filter { $0.type == 0x0 }
+        #expect(frames.map(\.stream) == [1, 7])
+        #expect(frames.map { String(buffer: $0.payload) } == ["body 1", "body 7"])
+        #expect(session.session.openStreams == 0)
     }
 }
 
@@ -492,5 +579,59 @@ struct HTTP2ServerSessionTests {
         let frames = try written()
         #expect(frames.filter { $0.type == 0x1 }.map(\.stream) == [1, 3, 5], "\(frames.map { ($0.type, $0.stream) })")
         _ = try channel.finish(acceptAlreadyClosed: true)
+    }
+}
+
+/// SPEC section 13 on the API's connection handler: what a client can make it keep or wait for is bounded.
+@Suite struct APIConnectionLimitsTests {
+    static func connection() throws -> (EmbeddedChannel, APIConnection, SimulatorState) {
+        let configuration = SimulatorConfiguration(certificatePath: "", privateKeyPath: "", caPath: "")
+        let state = SimulatorState(configuration: configuration)
+        let context = APIServerContext(
+            check: APIRequestCheck(verifier: nil, invalidTokens: [], unregistered: [:]), configuration: configuration,
+            state: state, recorder: try Recorder(path: nil, keepInMemory: false), logger: Logger(label: "test"))
+        let handler = APIConnection(number: 1, authentication: .certificate(app: "t"), context: context)
+        let channel = EmbeddedChannel(handler: handler)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50000)).wait()
+        _ = try channel.readOutbound(as: ByteBuffer.self)  // the server's preface
+        return (channel, handler, state)
+    }
+
+    /// 4 MB of frames of an unknown type, in reads that never end on a frame boundary: the input buffer holds at
+    /// most one frame and one read.
+    @Test func inputThatNeverEndsOnAFrameBoundaryIsNotKept() throws {
+        let (channel, handler, _) = try Self.connection()
+        var stream = ClientFrames.opened().bytes
+        for _ in 0..<256 {
+            stream.writeBytes([0x00, 0x40, 0x00, 0xFA, 0, 0, 0, 0, 0])
+            stream.writeRepeatingByte(0, count: 16_384)
+        }
+        var largest = 0
+        while stream.readableBytes > 0 {
+            try channel.writeInbound(stream.readSlice(length: min(4_000, stream.readableBytes))!)
+            largest = max(largest, handler.inboundCapacity)
+        }
+        #expect(channel.isActive)
+        #expect(largest <= 64 * 1024, "largest input buffer: \(largest) bytes")
+    }
+
+    /// A client that never acknowledges the server's SETTINGS: GOAWAY SETTINGS_TIMEOUT after 10 s, counted in the
+    /// summary. One that does keeps its connection.
+    @Test func aClientThatNeverAcknowledgesTheSettingsIsLeftAfter10Seconds() throws {
+        let (channel, _, state) = try Self.connection()
+        try channel.writeInbound(ClientFrames.opened(acknowledged: false).bytes)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(9))
+        #expect(channel.isActive)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(!channel.isActive)
+        var written: [ServerFrame] = []
+        while let output = try channel.readOutbound(as: ByteBuffer.self) { written += ServerFrame.all(in: output) }
+        #expect(written.last?.type == 0x7 && written.last?.words.last == ErrorCode.settingsTimeout.rawValue)
+        #expect(state.summary.apiConnectionErrors == ["SETTINGS_TIMEOUT": 1])
+
+        let (kept, _, _) = try Self.connection()
+        try kept.writeInbound(ClientFrames.opened().bytes)
+        kept.embeddedEventLoop.advanceTime(by: .seconds(25))
+        #expect(kept.isActive)
     }
 }

@@ -289,18 +289,23 @@ def test_token_connections_answer_like_apple(simulator, pki, tmp_path):
     assert reason(body=b"") == (400, "PayloadEmpty")
     assert reason(body=b"{" + b" " * 4096 + b"}") == (413, "PayloadTooLarge")
     assert reason(headers=alert()) == (403, "MissingProviderToken")
+    # a connection that has a token refuses another within 20 minutes for its rate, before looking at its signature
     other = python_token(pki / "other-token-key.p8", now)
-    assert reason(headers=alert(extra=[("authorization", f"bearer {other}")])) == (403, "InvalidProviderToken")
-    wrong_kid = python_token(pki / "AuthKey_KEY1234567.p8", now, kid="OTHERKEY00")
-    assert reason(headers=alert(extra=[("authorization", f"bearer {wrong_kid}")])) == (403, "InvalidProviderToken")
-    old = python_token(pki / "AuthKey_KEY1234567.p8", now - 3700)
-    assert reason(headers=alert(extra=[("authorization", f"bearer {old}")])) == (403, "ExpiredProviderToken")
     newer = python_token(pki / "AuthKey_KEY1234567.p8", now + 1)
     assert reason(headers=alert(extra=[("authorization", f"bearer {newer}")])) == (429, "TooManyProviderTokenUpdates")
+    assert reason(headers=alert(extra=[("authorization", f"bearer {other}")])) == (429, "TooManyProviderTokenUpdates")
     client.close()
-    # a new connection may start with the newer token
+    # a new connection verifies the token it starts with, and may start with the newer one
     fresh = Client(port, pki)
-    assert fresh.request(f"/3/device/{TOKEN}", alert(extra=[("authorization", f"bearer {newer}")]), BODY)[0] == 200
+    def first(token):
+        status, _, answer = fresh.request(f"/3/device/{TOKEN}", alert(extra=[("authorization", f"bearer {token}")]), BODY)
+        return status, (answer or {}).get("reason")
+    assert first(other) == (403, "InvalidProviderToken")
+    wrong_kid = python_token(pki / "AuthKey_KEY1234567.p8", now, kid="OTHERKEY00")
+    assert first(wrong_kid) == (403, "InvalidProviderToken")
+    old = python_token(pki / "AuthKey_KEY1234567.p8", now - 3700)
+    assert first(old) == (403, "ExpiredProviderToken")
+    assert first(newer) == (200, None)
     fresh.close()
     counts = summary(proc)
     assert counts["api_connections"] == 2

@@ -18,6 +18,26 @@ public enum HTTP2Wire {
         case noError = 0x0, protocolError = 0x1, internalError = 0x2, flowControlError = 0x3, settingsTimeout = 0x4
         case streamClosed = 0x5, frameSizeError = 0x6, refusedStream = 0x7, cancel = 0x8, compressionError = 0x9
         case connectError = 0xA, enhanceYourCalm = 0xB, inadequateSecurity = 0xC, http11Required = 0xD
+
+        /// RFC 9113's name: `ENHANCE_YOUR_CALM`.
+        public var name: String {
+            switch self {
+            case .noError: "NO_ERROR"
+            case .protocolError: "PROTOCOL_ERROR"
+            case .internalError: "INTERNAL_ERROR"
+            case .flowControlError: "FLOW_CONTROL_ERROR"
+            case .settingsTimeout: "SETTINGS_TIMEOUT"
+            case .streamClosed: "STREAM_CLOSED"
+            case .frameSizeError: "FRAME_SIZE_ERROR"
+            case .refusedStream: "REFUSED_STREAM"
+            case .cancel: "CANCEL"
+            case .compressionError: "COMPRESSION_ERROR"
+            case .connectError: "CONNECT_ERROR"
+            case .enhanceYourCalm: "ENHANCE_YOUR_CALM"
+            case .inadequateSecurity: "INADEQUATE_SECURITY"
+            case .http11Required: "HTTP_1_1_REQUIRED"
+            }
+        }
     }
 
     /// A connection error (RFC 9113 section 5.4.1): the session that throws it has queued its GOAWAY.
@@ -71,19 +91,24 @@ public enum HTTP2Wire {
 
         public init() {}
 
-        /// Applies `parameter` if it is one of the two; any other changes nothing here.
+        /// Applies a SETTINGS frame's parameters in one pass: the last SETTINGS_INITIAL_WINDOW_SIZE and
+        /// SETTINGS_MAX_FRAME_SIZE of the frame win, and the open streams' windows move once, by the difference (a
+        /// frame that repeats the parameter costs no more than one that names it once). Other parameters change
+        /// nothing here.
         public mutating func apply<Stream>(
-            _ parameter: UInt16, _ value: UInt32, to streams: inout [UInt32: Stream], _ window: WritableKeyPath<Stream, Int>
+            _ parameters: [(UInt16, UInt32)], to streams: inout [UInt32: Stream], _ window: WritableKeyPath<Stream, Int>
         ) throws(ConnectionError) {
-            switch parameter {
-            case Setting.initialWindowSize:
-                try adjustSendWindows(&streams, by: Int(value) - initialWindow, window)
-                initialWindow = Int(value)
-            case Setting.maxFrameSize:
-                maxFrameSize = Int(value)
-            default:
-                break
+            var newWindow: Int?
+            for (parameter, value) in parameters {
+                switch parameter {
+                case Setting.initialWindowSize: newWindow = Int(value)
+                case Setting.maxFrameSize: maxFrameSize = Int(value)
+                default: break
+                }
             }
+            guard let newWindow else { return }
+            try adjustSendWindows(&streams, by: newWindow - initialWindow, window)
+            initialWindow = newWindow
         }
     }
 
@@ -153,9 +178,14 @@ public enum HTTP2Wire {
         }
     }
 
+    /// The most parameters one SETTINGS frame may carry (nghttp2's default): RFC 9113 defines six, and a frame that
+    /// names thousands is only work for the receiver.
+    public static let maxSettingsParameters = 32
+
     /// A SETTINGS frame's parameters, checked as RFC 9113 section 6.5.2 has it for either side (SETTINGS_ENABLE_PUSH
     /// 0 or 1, SETTINGS_INITIAL_WINDOW_SIZE at most 2^31-1, SETTINGS_MAX_FRAME_SIZE within 2^14...2^24-1), after the
-    /// frame's own checks (stream 0, a whole number of parameters, an ACK empty). Nil for an ACK.
+    /// frame's own checks (stream 0, a whole number of parameters, at most ``maxSettingsParameters``, an ACK empty).
+    /// Nil for an ACK.
     public static func settingsParameters(flags: UInt8, stream: UInt32, payload: ByteBuffer) throws(ConnectionError) -> [(UInt16, UInt32)]? {
         guard stream == 0 else { throw ConnectionError(code: .protocolError, detail: "SETTINGS on stream \(stream)") }
         if flags & ack != 0 {
@@ -163,6 +193,9 @@ public enum HTTP2Wire {
             return nil
         }
         guard payload.readableBytes % 6 == 0 else { throw ConnectionError(code: .frameSizeError, detail: "SETTINGS of \(payload.readableBytes) bytes") }
+        guard payload.readableBytes <= 6 * maxSettingsParameters else {
+            throw ConnectionError(code: .enhanceYourCalm, detail: "SETTINGS with more than \(maxSettingsParameters) parameters")
+        }
         var payload = payload
         var parameters: [(UInt16, UInt32)] = []
         while let parameter = payload.readInteger(as: UInt16.self), let value = payload.readInteger(as: UInt32.self) {
@@ -253,12 +286,12 @@ public enum HTTP2Wire {
         _ streams: inout [UInt32: Stream], by delta: Int, _ window: WritableKeyPath<Stream, Int>
     ) throws(ConnectionError) {
         guard delta != 0 else { return }
-        for id in streams.keys {
-            streams[id]![keyPath: window] += delta
-            guard streams[id]![keyPath: window] <= maxWindow else {
-                throw ConnectionError(code: .flowControlError, detail: "stream \(id)'s window over 2^31-1")
-            }
+        var over = false
+        for index in streams.values.indices {
+            streams.values[index][keyPath: window] += delta
+            over = over || streams.values[index][keyPath: window] > maxWindow
         }
+        guard !over else { throw ConnectionError(code: .flowControlError, detail: "a stream's window over 2^31-1") }
     }
 }
 

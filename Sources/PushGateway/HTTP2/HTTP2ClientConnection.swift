@@ -11,8 +11,8 @@ public enum HTTP2ConnectionEvent: Sendable {
     /// (``APNsOutcome``).
     case answered([HTTP2Answer])
     /// Not processed by the server (above a GOAWAY's last stream id, or refused with REFUSED_STREAM): to be sent
-    /// again on another connection, uncounted.
-    case unprocessed([HTTP2Delivery])
+    /// again, uncounted a few times in a row (``HTTP2ResponsePolicy/unprocessed(_:reason:now:)``).
+    case unprocessed([HTTP2Delivery], reason: String)
     /// Sent and unanswered: the connection was lost, the deadline passed, or the server reset the stream. Retried,
     /// counted.
     case lost([HTTP2Delivery], reason: String)
@@ -55,6 +55,9 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
         /// A connection with no stream open and nothing received for this long is checked with PING before it takes
         /// new streams: a path dropped silently while idle would otherwise swallow a batch until its deadline.
         public var reuseCheckAfter: TimeAmount = .seconds(30)
+        /// The server must acknowledge this side's SETTINGS within this long, or the connection ends with
+        /// SETTINGS_TIMEOUT (SPEC section 13).
+        public var settingsTimeout: TimeAmount = .seconds(10)
         /// Every request's `:authority` (RFC 9113 section 8.3.1: a client with authority information sends it): the
         /// API's host, with its port unless 443.
         public var authority: String?
@@ -72,8 +75,12 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     private let onEvent: @Sendable (HTTP2ConnectionEvent) -> Void
     private var context: ChannelHandlerContext?
     private var session = HTTP2ClientSession()
-    /// Bytes read but not yet a whole frame.
+    /// Bytes read but not yet a whole frame: at most one frame and one read, as what was read is discarded after
+    /// each read.
     private var inbound = ByteBuffer()
+    /// The capacity of the input buffer (for tests).
+    var inboundCapacity: Int { inbound.capacity }
+    private var settingsTimer: Scheduled<Void>?
     /// Responses being read: status and body so far.
     private var responses: [UInt32: (status: Int, body: [UInt8])] = [:]
     private var deadlineTimer: Scheduled<Void>?
@@ -125,6 +132,7 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
         self.context = context
         lastRead = context.eventLoop.now
         schedulePing(context: context)
+        armSettingsTimer(context: context)
         if context.channel.isActive { start(context: context) }
     }
 
@@ -146,6 +154,7 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     }
 
     public func handlerRemoved(context: ChannelHandlerContext) {
+        settingsTimer?.cancel()
         deadlineTimer?.cancel()
         pingTimer?.cancel()
         pathCheckTimer?.cancel()
@@ -208,8 +217,10 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
         } else {
             inbound.writeBuffer(&buffer)
         }
+        let now = Int64(context.eventLoop.now.uptimeNanoseconds)
         do {
-            while let event = try session.next(from: &inbound) { handle(event) }
+            while let event = try session.next(from: &inbound, now: now) { handle(event) }
+            inbound.keepOnlyUnread()
         } catch {
             // The server broke the protocol (GOAWAY with the error's code is written): what was open is lost.
             failed = true
@@ -241,7 +252,7 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
             responses[id] = nil
             guard let delivery = book.reset(id) else { return }
             if code == HTTP2Wire.ErrorCode.refusedStream.rawValue {
-                onEvent(.unprocessed([delivery]))
+                onEvent(.unprocessed([delivery], reason: "stream refused by the server (REFUSED_STREAM)"))
             } else {
                 let name = HTTP2Wire.ErrorCode(rawValue: code).map { "\($0)" } ?? "0x\(String(code, radix: 16))"
                 onEvent(.lost([delivery], reason: "stream reset by the server (\(name))"))
@@ -253,9 +264,20 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
             if book.available > before || before == 0 { onEvent(.capacity(book.available)) }
         case .goAway(let lastStreamID):
             let unprocessed = book.goAway(lastStreamID: lastStreamID)
+            for (stream, _) in unprocessed {
+                session.forget(stream)
+                responses[stream] = nil
+            }
             announceDrainingIfNeeded()
-            if !unprocessed.isEmpty { onEvent(.unprocessed(unprocessed)) }
+            if !unprocessed.isEmpty {
+                onEvent(.unprocessed(unprocessed.map(\.request), reason: "above the last stream id of the server's GOAWAY"))
+            }
             closeIfFinished()
+        case .streamError(let id, let detail):
+            responses[id] = nil
+            guard let delivery = book.reset(id) else { return }
+            onEvent(.lost([delivery], reason: detail))
+            streamFreed()
         }
     }
 
@@ -305,6 +327,7 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     }
 
     public func channelInactive(context: ChannelHandlerContext) {
+        settingsTimer?.cancel()
         deadlineTimer?.cancel()
         pingTimer?.cancel()
         pathCheckTimer?.cancel()
@@ -325,6 +348,25 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     }
 
     // MARK: Flow control, deadlines, PING
+
+    /// Ends the connection with SETTINGS_TIMEOUT unless the server acknowledges this side's SETTINGS in time: a
+    /// server that never does could otherwise hold the connection with settings this side cannot rely on.
+    private func armSettingsTimer(context: ChannelHandlerContext) {
+        guard settingsTimer == nil, session.settingsAwaitingAck > 0 else { return }
+        let acknowledgedBefore = session.settingsAcknowledged
+        settingsTimer = context.eventLoop.assumeIsolated().scheduleTask(in: settings.settingsTimeout) { [self] in
+            settingsTimer = nil
+            guard let context = self.context, !failed, session.settingsAwaitingAck > 0 else { return }
+            guard session.settingsAcknowledged == acknowledgedBefore else {
+                armSettingsTimer(context: context)
+                return
+            }
+            failed = true
+            session.fail(HTTP2Wire.ConnectionError(code: .settingsTimeout, detail: "SETTINGS not acknowledged"))
+            writeOutput(context: context)
+            context.close(promise: nil)
+        }
+    }
 
     private func armDeadlineTimer(context: ChannelHandlerContext) {
         guard let next = book.nextDeadline else { return }

@@ -18,8 +18,12 @@ struct HTTP2ClientSession {
         case reset(stream: UInt32, code: UInt32)
         /// The server's SETTINGS arrived (acknowledged already): its SETTINGS_MAX_CONCURRENT_STREAMS, if it said.
         case settings(maxConcurrentStreams: Int?)
-        /// GOAWAY: streams above `lastStream` were not processed.
+        /// GOAWAY: streams above `lastStream` were not processed (the connection tells the session which it
+        /// forgets: ``forget(_:)``).
         case goAway(lastStream: UInt32)
+        /// The server broke the protocol on one stream (an informational response that ended it): the stream is
+        /// reset with PROTOCOL_ERROR and its request goes again.
+        case streamError(stream: UInt32, detail: String)
     }
 
     typealias ConnectionError = HTTP2Wire.ConnectionError
@@ -47,6 +51,13 @@ struct HTTP2ClientSession {
     private var blocked: [(stream: UInt32, body: [UInt8], offset: Int)] = []
     private var blockedHead = 0
     private var fragments: HTTP2Wire.HeaderBlockInPieces?
+    private var limits = HTTP2PeerLimits()
+    /// The last stream id of the server's last GOAWAY: a later one may lower it, never raise it.
+    private var goAwayLastStream: UInt32?
+    /// SETTINGS frames this side sent that the server has not acknowledged (the preface's, at first).
+    private(set) var settingsAwaitingAck = 1
+    /// SETTINGS acknowledgements received: the connection's timer sees whether one came in time.
+    private(set) var settingsAcknowledged = 0
 
     private var sendWindow = HTTP2Wire.defaultWindow
     private var peer = HTTP2Wire.PeerSettings()
@@ -129,7 +140,7 @@ struct HTTP2ClientSession {
     private mutating func sendBlocked() {
         while blockedHead < blocked.count {
             let (id, body, offset) = blocked[blockedHead]
-            guard let stream = streams[id], !stream.sent else {
+            guard let stream = streams[id], !stream.sent, id <= goAwayLastStream ?? .max else {
                 blockedHead += 1
                 continue
             }
@@ -157,6 +168,12 @@ struct HTTP2ClientSession {
         }
     }
 
+    /// Drops stream `id` without a frame (above a GOAWAY's last stream id: the server ignores it); what is left of
+    /// its body is not sent.
+    mutating func forget(_ id: UInt32) {
+        streams[id] = nil
+    }
+
     /// Resets stream `id` (its deadline passed): RST_STREAM CANCEL; what the server still sends on it is ignored.
     mutating func cancel(_ id: UInt32) {
         guard streams.removeValue(forKey: id) != nil else { return }
@@ -179,17 +196,24 @@ struct HTTP2ClientSession {
     // MARK: Reading
 
     /// Reads frames from `input` until one gives an event or a frame is incomplete (what remains stays in `input`).
-    /// Throws after queuing GOAWAY.
-    mutating func next(from input: inout ByteBuffer) throws(ConnectionError) -> Event? {
+    /// `now` (nanoseconds of a monotonic clock) paces the peer's control frames (``HTTP2PeerLimits``). Throws after
+    /// queuing GOAWAY.
+    mutating func next(from input: inout ByteBuffer, now: Int64 = 0) throws(ConnectionError) -> Event? {
         do {
-            return try read(&input)
+            return try read(&input, now: now)
         } catch {
-            HTTP2Wire.writeGoAway(lastStream: 0, code: error.code, to: &output)
+            fail(error)
             throw error
         }
     }
 
-    private mutating func read(_ input: inout ByteBuffer) throws(ConnectionError) -> Event? {
+    /// Ends the connection from this side (a broken rule the session cannot see itself, such as a SETTINGS
+    /// acknowledgement that never came): queues GOAWAY with the error's code.
+    mutating func fail(_ error: ConnectionError) {
+        HTTP2Wire.writeGoAway(lastStream: 0, code: error.code, to: &output)
+    }
+
+    private mutating func read(_ input: inout ByteBuffer, now: Int64) throws(ConnectionError) -> Event? {
         while let header = HTTP2Wire.FrameHeader(peekingAt: input) {
             guard header.length <= HTTP2Wire.maxFrameSize else {
                 throw ConnectionError(code: .frameSizeError, detail: "frame of \(header.length) bytes")
@@ -202,6 +226,7 @@ struct HTTP2ClientSession {
                 }
                 phase = .open
             }
+            try limits.count(header, now: now)
             if let event = try frame(header, payload) { return event }
         }
         return nil
@@ -255,7 +280,11 @@ struct HTTP2ClientSession {
             guard streams.removeValue(forKey: id) != nil else { return nil }
             return .reset(stream: id, code: payload.getInteger(at: payload.readerIndex, as: UInt32.self)!)
         case HTTP2Wire.settings:
-            guard let parameters = try HTTP2Wire.settingsParameters(flags: flags, stream: id, payload: payload) else { return nil }
+            guard let parameters = try HTTP2Wire.settingsParameters(flags: flags, stream: id, payload: payload) else {
+                if settingsAwaitingAck > 0 { settingsAwaitingAck -= 1 }
+                settingsAcknowledged += 1
+                return nil
+            }
             var limit: Int?
             for (parameter, value) in parameters {
                 switch parameter {
@@ -266,9 +295,10 @@ struct HTTP2ClientSession {
                 case HTTP2Wire.Setting.maxConcurrentStreams:
                     limit = Int(value)
                 default:
-                    try peer.apply(parameter, value, to: &streams, \.sendWindow)
+                    break
                 }
             }
+            try peer.apply(parameters, to: &streams, \.sendWindow)
             HTTP2Wire.writeFrameHeader(length: 0, type: HTTP2Wire.settings, flags: HTTP2Wire.ack, stream: 0, to: &output)
             try acknowledged()
             sendBlocked()
@@ -279,9 +309,13 @@ struct HTTP2ClientSession {
             try HTTP2Wire.answerPing(flags: flags, stream: id, payload: payload, to: &output)
             if flags & HTTP2Wire.ack == 0 { try acknowledged() }
         case HTTP2Wire.goAway:
-            // Streams above its last id were not processed and will not be: nothing more is sent on them.
+            // Streams above its last id were not processed and will not be (the connection forgets them). A later
+            // GOAWAY may lower the last id, never raise it (RFC 9113 section 6.8).
             let last = try HTTP2Wire.goAwayLastStream(stream: id, payload: payload)
-            streams = streams.filter { $0.key <= last }
+            if let previous = goAwayLastStream, last > previous {
+                throw ConnectionError(code: .protocolError, detail: "GOAWAY's last stream id grew from \(previous) to \(last)")
+            }
+            goAwayLastStream = last
             return .goAway(lastStream: last)
         case HTTP2Wire.windowUpdate:
             let increment = try HTTP2Wire.windowIncrement(payload)
@@ -333,8 +367,15 @@ struct HTTP2ClientSession {
         }
         try requireOpened(id, "HEADERS")
         guard streams[id] != nil else { return nil }
+        let status = headers.first(name: ":status").flatMap(Self.statusCode)
+        if endStream, let status, status < 200 {
+            // RFC 9113 section 8.1: an informational response never ends a stream.
+            streams[id] = nil
+            HTTP2Wire.writeReset(stream: id, code: .protocolError, to: &output)
+            return .streamError(stream: id, detail: "an informational response (\(status)) ended the stream")
+        }
         if endStream { finish(id) }
-        return .headers(stream: id, status: headers.first(name: ":status").flatMap(Self.statusCode), endStream: endStream)
+        return .headers(stream: id, status: status, endStream: endStream)
     }
 
     /// A `:status` as RFC 9110 section 15 allows it: three digits, 100 to 599. Anything else (`+200`, `0200`, `2000`,

@@ -13,6 +13,10 @@ public struct HTTP2Delivery: Sendable {
     /// Uncounted resends after 403 ExpiredProviderToken: one is free, a second counts (a clock far off would otherwise
     /// make every new token expired and resend forever).
     var tokenRenewalResends: UInt8 = 0
+    /// Resends uncounted since the server last answered it: requests it did not process (REFUSED_STREAM, above a
+    /// GOAWAY's last stream id). Past ``HTTP2ResponsePolicy/maxUncountedInARow`` they count, so a server that refuses
+    /// everything ends each notification instead of drawing it again forever.
+    var unprocessedInARow: UInt8 = 0
     /// The provider token its last request carried: a 403 ExpiredProviderToken renews that one only (several
     /// answers about one token make one renewal).
     var authorization: String?

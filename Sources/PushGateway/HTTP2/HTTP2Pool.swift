@@ -334,8 +334,12 @@ final class HTTP2Pool: Sendable {
             }
             if retire || refused != nil { self.retire(slot: slot) }
             apply(decisions)
-        case .unprocessed(let deliveries):
-            apply(deliveries.map { ($0, policy.unprocessed($0, now: now)) })
+        case .unprocessed(let deliveries, let reason):
+            apply(deliveries.map { d in
+                var d = d
+                let decision = policy.unprocessed(&d, reason: reason, now: now)
+                return (d, decision)
+            })
         case .lost(let deliveries, let reason):
             if deliveries.count > 1 {
                 state.withLock { s in s.streamWindow = max(1, min(s.streamWindow, deliveries.count) / 2) }

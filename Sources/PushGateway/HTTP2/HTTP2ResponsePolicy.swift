@@ -8,6 +8,9 @@ public struct HTTP2ResponsePolicy: Sendable {
     /// 429's delay is its device token's: ``Effects/tooManyRequests``.)
     public let initialDelay: Duration
     public let maximumDelay: Duration
+    /// Requests the server did not process go again uncounted at most this many times in a row; the next one counts
+    /// like any failure and waits its delay (SPEC section 13).
+    public static let maxUncountedInARow: UInt8 = 3
 
     public init(maxAttempts: Int, initialDelay: Duration, maximumDelay: Duration) {
         self.maxAttempts = maxAttempts
@@ -41,6 +44,7 @@ public struct HTTP2ResponsePolicy: Sendable {
         _ response: APNsResponse, for delivery: inout HTTP2Delivery, now: Int64, nowMilliseconds: Int64
     ) -> (Decision, Effects) {
         var effects = Effects()
+        delivery.unprocessedInARow = 0
         let outcome = response.outcome
         let status = UInt16(clamping: response.status)
         let detail = response.reason ?? "status \(response.status)"
@@ -77,6 +81,7 @@ public struct HTTP2ResponsePolicy: Sendable {
 
     /// A request was sent and not answered (connection lost, deadline, reset): a counted retry, at once.
     public func lost(_ delivery: inout HTTP2Delivery, reason: String, now: Int64) -> Decision {
+        delivery.unprocessedInARow = 0
         delivery.transientFailures += 1
         if delivery.transientFailures >= maxAttempts {
             return .final(failure(delivery, .retriesExhausted, reason, status: nil))
@@ -84,16 +89,21 @@ public struct HTTP2ResponsePolicy: Sendable {
         return expiredOutcome(delivery, now: now).map(Decision.final) ?? .resend(delay: .zero)
     }
 
-    /// A request the server did not process (GOAWAY, REFUSED_STREAM): resent at once, uncounted (unless expired).
-    public func unprocessed(_ delivery: HTTP2Delivery, now: Int64) -> Decision {
-        resendUncounted(delivery, now: now)
+    /// A request the server did not process (GOAWAY, REFUSED_STREAM): resent at once, uncounted (unless expired), at
+    /// most ``maxUncountedInARow`` times in a row; after that each one counts and waits, as a 5xx does.
+    public func unprocessed(_ delivery: inout HTTP2Delivery, reason: String, now: Int64) -> Decision {
+        guard delivery.unprocessedInARow >= Self.maxUncountedInARow else {
+            delivery.unprocessedInARow += 1
+            return resendUncounted(delivery, now: now)
+        }
+        return counted(&delivery, reason, status: nil, now: now)
     }
 
     private func resendUncounted(_ delivery: HTTP2Delivery, now: Int64) -> Decision {
         expiredOutcome(delivery, now: now).map(Decision.final) ?? .resend(delay: .zero)
     }
 
-    private func counted(_ delivery: inout HTTP2Delivery, _ detail: String, status: UInt16, now: Int64) -> Decision {
+    private func counted(_ delivery: inout HTTP2Delivery, _ detail: String, status: UInt16?, now: Int64) -> Decision {
         delivery.transientFailures += 1
         if delivery.transientFailures >= maxAttempts {
             return .final(failure(delivery, .retriesExhausted, detail, status: status))

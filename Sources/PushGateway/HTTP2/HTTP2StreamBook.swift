@@ -128,11 +128,17 @@ public struct HTTP2StreamBook<Request> {
     }
 
     /// GOAWAY: the connection takes no new streams; the requests on streams above `lastStreamID` were not processed
-    /// and are returned (to be sent on another connection, uncounted). The others may still be answered.
-    public mutating func goAway(lastStreamID: UInt32) -> [Request] {
+    /// and are returned with their streams, in stream order (to be sent on another connection). The others may still
+    /// be answered. Costs one step per stream it removes: streams opened in id order, so those above the last id are
+    /// the newest entries of `deadlines` (a GOAWAY that changes nothing looks at one entry).
+    public mutating func goAway(lastStreamID: UInt32) -> [(stream: UInt32, request: Request)] {
         if phase == .active { phase = .draining }
-        let unprocessed = open.keys.filter { $0 > lastStreamID }.sorted()
-        return unprocessed.map { removeOpen($0)! }
+        var unprocessed: [(stream: UInt32, request: Request)] = []
+        while deadlines.count > deadlinesHead, let newest = deadlines.last, newest.stream > lastStreamID {
+            deadlines.removeLast()
+            if let request = removeOpen(newest.stream) { unprocessed.append((newest.stream, request)) }
+        }
+        return unprocessed.reversed()
     }
 
     /// The connection is to take no new streams (503 Shutdown, a renewal): the open ones finish.

@@ -22,8 +22,14 @@ final class APIConnection: ChannelInboundHandler {
     let authentication: APIAuthentication
     private let context: APIServerContext
     private var session: HTTP2ServerSession
-    /// Bytes read but not yet a whole frame.
+    /// Bytes read but not yet taken as frames: what was read is discarded after each read, so this holds at most
+    /// one frame and one read (and what waits while the client reads no answers, which stops the socket's reads).
     private var inbound = ByteBuffer()
+    /// The capacity of the input buffer (for tests).
+    var inboundCapacity: Int { inbound.capacity }
+    private var settingsTimer: Scheduled<Void>?
+    /// How long the client has to acknowledge this side's SETTINGS (SPEC section 13).
+    static let settingsTimeout: TimeAmount = .seconds(10)
     private var tokenHistory = APITokenHistory()
     private var random: SplitMix64
     private var received = 0
@@ -64,6 +70,41 @@ final class APIConnection: ChannelInboundHandler {
     /// The server's connection preface (SETTINGS, the connection window opened), written at once.
     func handlerAdded(context: ChannelHandlerContext) {
         writeOutput(context: context)
+        armSettingsTimer(context: context)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        settingsTimer?.cancel()
+    }
+
+    /// Ends the connection with SETTINGS_TIMEOUT unless the client acknowledges this side's SETTINGS in time:
+    /// until it does, a lowered stream limit would never apply.
+    private func armSettingsTimer(context: ChannelHandlerContext) {
+        guard settingsTimer == nil, session.settingsAwaitingAck > 0 else { return }
+        let acknowledgedBefore = session.settingsAcknowledged
+        settingsTimer = context.eventLoop.assumeIsolated().scheduleTask(in: Self.settingsTimeout) { [self] in
+            settingsTimer = nil
+            guard !failed, session.settingsAwaitingAck > 0 else { return }
+            guard session.settingsAcknowledged == acknowledgedBefore else {
+                armSettingsTimer(context: context)
+                return
+            }
+            let error = HTTP2Wire.ConnectionError(code: .settingsTimeout, detail: "SETTINGS not acknowledged within 10 s")
+            session.fail(error)
+            closeAfter(error, context: context)
+        }
+    }
+
+    /// A connection error whose GOAWAY the session queued: it is written, then the connection closes; nothing more
+    /// is read.
+    private func closeAfter(_ error: HTTP2Wire.ConnectionError, context: ChannelHandlerContext) {
+        failed = true
+        self.context.state.countAPI(connectionError: error.code)
+        self.context.logger.notice("api: connection error; closing", metadata: [
+            "connection": "\(number)", "code": "\(error.code.name)", "detail": "\(error.detail)",
+        ])
+        writeOutput(context: context)
+        context.close(promise: nil)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -90,8 +131,10 @@ final class APIConnection: ChannelInboundHandler {
     /// and reads no answers is not read further (NIO's `BackPressureHandler` in front holds the socket's reads as
     /// well), so the answers waiting for it are those of what was already read, not one per request it sent.
     private func readFrames(context: ChannelHandlerContext) {
+        let now = Int64(context.eventLoop.now.uptimeNanoseconds)
         do {
-            while context.channel.isWritable, let event = try session.next(from: &inbound) {
+            defer { inbound.keepOnlyUnread() }
+            while context.channel.isWritable, let event = try session.next(from: &inbound, now: now) {
                 switch event {
                 case .request(let stream, let headers, let body):
                     received(headers: headers, body: body, id: stream, context: context)
@@ -103,12 +146,7 @@ final class APIConnection: ChannelInboundHandler {
                 }
             }
         } catch {
-            failed = true
-            self.context.logger.notice("api: connection error; closing", metadata: [
-                "connection": "\(number)", "code": "\(error.code)", "detail": "\(error.detail)",
-            ])
-            writeOutput(context: context)
-            context.close(promise: nil)
+            closeAfter(error, context: context)
         }
     }
 
@@ -233,7 +271,10 @@ final class APIConnection: ChannelInboundHandler {
             }
             if !succeeded {
                 succeeded = true
-                if authentication == .token { session.raiseStreamLimit(to: self.context.configuration.maxConcurrentStreams) }
+                if authentication == .token {
+                    session.raiseStreamLimit(to: self.context.configuration.maxConcurrentStreams)
+                    armSettingsTimer(context: context)
+                }
             }
         }
         if !closing && (retire || self.context.configuration.goawayEvery.map({ answered % $0 == 0 }) == true) {

@@ -180,14 +180,16 @@ struct APIRequestCheck: Sendable {
                 // The connection's token, verified already: only its age can change.
                 if now - tokenHistory.issuedAt > verifier.maximumAge { return fail(.expiredProviderToken) }
             } else {
+                // The renewal rate first: a client that switches tokens on every request costs a comparison, not
+                // a signature check, each time.
+                if tokenHistory.current != nil, now - tokenHistory.since < minimumRenewalInterval {
+                    return fail(.tooManyProviderTokenUpdates)
+                }
                 let token = String(jwt)
                 let issuedAt: Int64
                 switch verifier.verify(token, now: now) {
                 case .failure(let refusal): return fail(refusal)
                 case .success(let time): issuedAt = time
-                }
-                if tokenHistory.current != nil, now - tokenHistory.since < minimumRenewalInterval {
-                    return fail(.tooManyProviderTokenUpdates)
                 }
                 tokenHistory.current = token
                 tokenHistory.issuedAt = issuedAt

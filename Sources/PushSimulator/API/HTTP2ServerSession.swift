@@ -30,11 +30,16 @@ struct HTTP2ServerSession {
     /// SETTINGS_MAX_CONCURRENT_STREAMS as last sent.
     private(set) var streamLimit: Int
     /// The limits of SETTINGS frames the client has not acknowledged yet, oldest first, and the limit of the last
-    /// one it did: a setting applies once acknowledged (RFC 9113 section 6.5.3), before that the previous one does
-    /// (none at first: a client may open streams before it reads the server's preface). A raised limit applies at
-    /// once.
+    /// one it did: a lowered limit applies once acknowledged (RFC 9113 section 6.5.3), a raised one at once. The
+    /// preface's limit holds from the first stream (SPEC section 13): a client that never acknowledges it gets no
+    /// more streams than it was told.
     private var unacknowledgedLimits: [Int] = []
-    private var acknowledgedLimit = Int.max
+    private var acknowledgedLimit: Int
+    /// SETTINGS frames this side sent that the client has not acknowledged.
+    var settingsAwaitingAck: Int { unacknowledgedLimits.count }
+    /// SETTINGS acknowledgements received: the connection's timer sees whether one came in time.
+    private(set) var settingsAcknowledged = 0
+    private var limits = HTTP2PeerLimits()
 
     /// The stream limit in force.
     private var effectiveStreamLimit: Int { max(acknowledgedLimit, unacknowledgedLimits.max() ?? 0) }
@@ -60,8 +65,10 @@ struct HTTP2ServerSession {
     /// The client's HEADER_TABLE_SIZE went down: the next header block starts with a size update (RFC 7541 section
     /// 4.2; this side's table stays empty, but decoders such as nghttp2 expect the update).
     private var pendingTableSizeUpdate: Int?
-    /// Answer bodies waiting for the client's windows, in order.
+    /// Answer bodies waiting for the client's windows, in order, from `blockedHead` (entries of streams reset
+    /// meanwhile are skipped when reached: each operation is constant time).
     private var blocked: [(stream: UInt32, body: [UInt8])] = []
+    private var blockedHead = 0
 
     /// The connection's receive window after ``topUpReceiveWindow()``.
     static let connectionWindow = 16 << 20
@@ -81,6 +88,7 @@ struct HTTP2ServerSession {
 
     init(streamLimit: Int, bodyLimit: Int, allocator: ByteBufferAllocator = ByteBufferAllocator()) {
         self.streamLimit = streamLimit
+        self.acknowledgedLimit = streamLimit
         self.bodyLimit = bodyLimit
         self.output = allocator.buffer(capacity: 16 * 1024)
         // The server's preface: SETTINGS, then the connection window opened to 16 MiB at once (many requests'
@@ -108,17 +116,24 @@ struct HTTP2ServerSession {
     // MARK: Reading
 
     /// Reads frames from `input` until a request is complete or a frame is incomplete (what remains stays in
-    /// `input`). Throws ``ConnectionError`` after queuing GOAWAY.
-    mutating func next(from input: inout ByteBuffer) throws(ConnectionError) -> Event? {
+    /// `input`). `now` (nanoseconds of a monotonic clock) paces the client's control frames (``HTTP2PeerLimits``).
+    /// Throws ``ConnectionError`` after queuing GOAWAY.
+    mutating func next(from input: inout ByteBuffer, now: Int64 = 0) throws(ConnectionError) -> Event? {
         do {
-            return try read(&input)
+            return try read(&input, now: now)
         } catch {
-            writeGoAway(lastStream: lastClientStream, code: error.code)
+            fail(error)
             throw error
         }
     }
 
-    private mutating func read(_ input: inout ByteBuffer) throws(ConnectionError) -> Event? {
+    /// Ends the connection from this side (a rule the session cannot see itself, such as a SETTINGS
+    /// acknowledgement that never came): queues GOAWAY with the error's code.
+    mutating func fail(_ error: ConnectionError) {
+        writeGoAway(lastStream: lastClientStream, code: error.code)
+    }
+
+    private mutating func read(_ input: inout ByteBuffer, now: Int64) throws(ConnectionError) -> Event? {
         if phase == .preface {
             guard input.readableBytes >= Self.preface.count else {
                 guard input.readableBytesView.elementsEqual(Self.preface.prefix(input.readableBytes)) else {
@@ -145,6 +160,7 @@ struct HTTP2ServerSession {
                 }
                 phase = .open
             }
+            try limits.count(header, now: now)
             if let event = try frame(type: type, flags: flags, stream: stream, payload: payload) { return event }
         }
         return nil
@@ -161,8 +177,16 @@ struct HTTP2ServerSession {
         case HTTP2Wire.headers: return try headers(flags: flags, stream: stream, payload: payload)
         case HTTP2Wire.priority:
             try requireStream(stream, "PRIORITY")
-            guard payload.readableBytes == 5 else { resetByThisSide(stream, .frameSizeError); return nil }
+            // Stream errors, but RST_STREAM is never sent on an idle stream (RFC 9113 section 6.4): there they end
+            // the connection instead.
+            let idle = stream > lastClientStream
+            guard payload.readableBytes == 5 else {
+                if idle { throw ConnectionError(code: .frameSizeError, detail: "PRIORITY of \(payload.readableBytes) bytes on idle stream \(stream)") }
+                resetByThisSide(stream, .frameSizeError)
+                return nil
+            }
             if payload.getInteger(at: payload.readerIndex, as: UInt32.self)! & 0x7FFF_FFFF == stream {
+                if idle { throw ConnectionError(code: .protocolError, detail: "idle stream \(stream) depends on itself") }
                 resetByThisSide(stream, .protocolError)
             }
         case HTTP2Wire.rstStream:
@@ -170,7 +194,6 @@ struct HTTP2ServerSession {
             guard payload.readableBytes == 4 else { throw ConnectionError(code: .frameSizeError, detail: "RST_STREAM of \(payload.readableBytes) bytes") }
             guard stream <= lastClientStream else { throw ConnectionError(code: .protocolError, detail: "RST_STREAM on idle stream \(stream)") }
             streams[stream] = nil
-            blocked.removeAll { $0.stream == stream }
         case HTTP2Wire.settings: try settings(flags: flags, stream: stream, payload: payload)
         case HTTP2Wire.pushPromise: throw ConnectionError(code: .protocolError, detail: "PUSH_PROMISE from a client")
         case HTTP2Wire.ping: try HTTP2Wire.answerPing(flags: flags, stream: stream, payload: payload, to: &output)
@@ -288,16 +311,14 @@ struct HTTP2ServerSession {
     private mutating func settings(flags: UInt8, stream: UInt32, payload: ByteBuffer) throws(ConnectionError) {
         guard let parameters = try HTTP2Wire.settingsParameters(flags: flags, stream: stream, payload: payload) else {
             if !unacknowledgedLimits.isEmpty { acknowledgedLimit = unacknowledgedLimits.removeFirst() }
+            settingsAcknowledged += 1
             return
         }
-        for (parameter, value) in parameters {
-            if parameter == HTTP2Wire.Setting.headerTableSize {
-                pendingTableSizeUpdate = min(pendingTableSizeUpdate ?? 4096, Int(value))
-            } else {
-                // MAX_CONCURRENT_STREAMS (this side opens none), MAX_HEADER_LIST_SIZE and unknown ones change nothing.
-                try peer.apply(parameter, value, to: &streams, \.sendWindow)
-            }
+        for (parameter, value) in parameters where parameter == HTTP2Wire.Setting.headerTableSize {
+            pendingTableSizeUpdate = min(pendingTableSizeUpdate ?? 4096, Int(value))
         }
+        // MAX_CONCURRENT_STREAMS (this side opens none), MAX_HEADER_LIST_SIZE and unknown ones change nothing.
+        try peer.apply(parameters, to: &streams, \.sendWindow)
         HTTP2Wire.writeFrameHeader(length: 0, type: HTTP2Wire.settings, flags: HTTP2Wire.ack, stream: 0, to: &output)
         sendBlocked()
     }
@@ -320,7 +341,6 @@ struct HTTP2ServerSession {
     /// it meanwhile is ignored.
     private mutating func resetByThisSide(_ id: UInt32, _ code: ErrorCode) {
         streams[id] = nil
-        blocked.removeAll { $0.stream == id }
         HTTP2Wire.writeReset(stream: id, code: code, to: &output)
         if resetStreams.insert(id).inserted {
             resetOrder.append(id)
@@ -409,15 +429,26 @@ struct HTTP2ServerSession {
     /// Sends the answer bodies that fit the client's windows, in order: a body waits whole for its stream's and the
     /// connection's window (Apple's bodies are a few dozen bytes, smaller than any frame).
     private mutating func sendBlocked() {
-        while let first = blocked.first {
-            guard let window = streams[first.stream]?.sendWindow else { blocked.removeFirst(); continue }
+        while blockedHead < blocked.count {
+            let first = blocked[blockedHead]
+            guard let window = streams[first.stream]?.sendWindow else {
+                blockedHead += 1  // reset meanwhile
+                continue
+            }
             let size = first.body.count
-            guard size <= window, size <= sendWindow, size <= peer.maxFrameSize else { return }
-            blocked.removeFirst()
+            guard size <= window, size <= sendWindow, size <= peer.maxFrameSize else { break }
+            blockedHead += 1
             sendWindow -= size
             HTTP2Wire.writeFrameHeader(length: size, type: HTTP2Wire.data, flags: HTTP2Wire.endStream, stream: first.stream, to: &output)
             output.writeBytes(first.body)
             streams[first.stream] = nil
+        }
+        if blockedHead == blocked.count {
+            blocked.removeAll(keepingCapacity: true)
+            blockedHead = 0
+        } else if blockedHead >= 1024, blockedHead * 2 >= blocked.count {
+            blocked.removeFirst(blockedHead)
+            blockedHead = 0
         }
     }
 
