@@ -136,9 +136,7 @@ struct ConnectionStateMachine<Instant: InstantProtocol> where Instant.Duration =
     /// The decision for a delivery whose expiration has passed by `unixNow`; nil for one that may go.
     private static func refusal(_ delivery: Delivery, unixNow: Int64) -> SendDecision? {
         guard Expiration.hasPassed(delivery.expiration, now: unixNow) else { return nil }
-        return .expired(.failed(
-            delivery, .expired, status: nil,
-            "expiration \(RFC3339.format(unixSeconds: Int64(delivery.expiration))) passed before it could be sent"))
+        return .expired(.failed(delivery, .expired, status: nil, Expiration.passedDetail(delivery.expiration)))
     }
 
     /// Puts `delivery` in flight with the next identifier, or refuses it when its expiration has passed. The caller

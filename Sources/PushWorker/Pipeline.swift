@@ -491,10 +491,13 @@ public final class Pipeline: RecordSink {
                 }
             }
             let recordSeconds = timestamp >= 0 ? timestamp / 1000 : now / 1000
-            return .deliver(held, StagedFrame(
-                token: event.token, payload: event.payload,
-                expiration: event.expiration.resolved(recordTimestamp: recordSeconds, defaultTTL: configuration.defaultTTLSeconds),
-                priority: event.priority))
+            let expiration = event.expiration.resolved(recordTimestamp: recordSeconds, defaultTTL: configuration.defaultTTLSeconds)
+            if Expiration.hasPassed(expiration, now: now / 1000) {
+                let failed = event.event(in: staging)
+                staging.removeSubrange(event.staged)
+                return expired(failed, expiration, now: now, source: source)
+            }
+            return .deliver(held, StagedFrame(token: event.token, payload: event.payload, expiration: expiration, priority: event.priority))
         }
     }
 
@@ -519,6 +522,9 @@ public final class Pipeline: RecordSink {
             do {
                 let request = try APNsRequest(
                     event: event, app: http2Apps[index]!, recordTimestamp: recordSeconds, defaultTTL: configuration.defaultTTLSeconds)
+                if Expiration.hasPassed(request.expiration, now: now / 1000) {
+                    return expired(event, request.expiration, now: now, source: source)
+                }
                 requests.append(HTTP2Delivery(ticket: DeliveryTicket(0), request: request))
                 return .deliverHTTP2(held)
             } catch {
@@ -527,6 +533,14 @@ public final class Pipeline: RecordSink {
                     detail: "push type mdm needs the app entry's topic (apps[].topic)", attempts: 0, source: source(), occurredAt: now))
             }
         }
+    }
+
+    /// SPEC section 2: an event already past its expiration when it is read is not sent; it is reported at once,
+    /// not after waiting for a connection (and checked again before each send).
+    private func expired(_ event: NotificationEvent, _ expiration: UInt32, now: Int64, source: () -> RecordSource) -> Decoded {
+        .reject(DeliveryErrorEvent(
+            failed: event, reason: .expired, status: nil, detail: Expiration.passedDetail(expiration), attempts: 0,
+            source: source(), occurredAt: now))
     }
 
     /// SPEC section 10: an event to a suppressed token ends as `token_suppressed`, unless its `token_registered_at`

@@ -20,7 +20,7 @@ import Testing
     static func run(
         count: Int, token: Bool = true, connections: Int = 2, maxAttempts: Int = 5, secondHalfAfter pause: Duration? = nil,
         retryDelays: (initial: Duration, maximum: Duration) = (.milliseconds(5), .milliseconds(50)), oneDeviceToken: Bool = false,
-        simulator change: (inout SimulatorConfiguration) -> Void = { _ in }
+        expiredEvery: Int? = nil, simulator change: (inout SimulatorConfiguration) -> Void = { _ in }
     ) async throws -> Result {
         var quiet = Logger(label: "test")
         quiet.logLevel = .critical
@@ -53,7 +53,17 @@ import Testing
             outcomes.withLock { o in for outcome in batch { o[outcome.ticket, default: []].append(outcome) } }
         }
         engine.start()
-        let deliveries = HTTP2ClientConnectionTests.deliveries(count, tokenOf: { oneDeviceToken ? 0 : $0 })
+        var deliveries = HTTP2ClientConnectionTests.deliveries(count, tokenOf: { oneDeviceToken ? 0 : $0 })
+        if let expiredEvery {
+            // A minute past their expiration as they are handed to the engine.
+            let past = UInt32(Date().timeIntervalSince1970) - 60
+            deliveries = deliveries.enumerated().map { i, delivery in
+                guard i % expiredEvery == 0 else { return delivery }
+                var request = delivery.request
+                request.expiration = past
+                return HTTP2Delivery(ticket: delivery.ticket, request: request)
+            }
+        }
         if let pause {
             // The second half goes out once `pause` has passed on the clock (a token's lifetime, say).
             engine.enqueue(Array(deliveries.prefix(count / 2)), to: endpoint.key)
@@ -168,6 +178,20 @@ import Testing
         #expect(r.tokenRenewals == 1)
         #expect(r.recorded.count == 100)
         #expect(r.summary.contains("403 ExpiredProviderToken"))
+    }
+
+    /// SPEC section 2 before every send: a notification whose expiration passed while it waited is not sent, its
+    /// outcome `expired` with no attempt.
+    @Test(.timeLimit(.minutes(2))) func notificationsPastTheirExpirationAreNotSent() async throws {
+        let r = try await Self.run(count: 100, expiredEvery: 4)
+        #expect(r.outcomes.count == 100)
+        let expired = r.outcomes.values.filter { outcomes in
+            guard outcomes.count == 1, outcomes[0].attempts == 0, case .failed(.expired, _, _) = outcomes[0].result else { return false }
+            return true
+        }
+        #expect(expired.count == 25)
+        #expect(r.outcomes.values.filter { $0.count == 1 && $0[0].result == .accepted }.count == 75)
+        #expect(r.recorded.count == 75)
     }
 
     @Test(.timeLimit(.minutes(2))) func retriesEndAsRetriesExhaustedWithTheLastReason() async throws {

@@ -171,6 +171,48 @@ import Testing
         }
     }
 
+    /// SPEC section 2: an event already past its expiration when it is read is reported `expired` at once, on both
+    /// transports, without waiting for a connection (both gateways are down here): an explicit time an hour ago,
+    /// RFC 3339 a minute ago, and no expiration on a record two time-to-lives old.
+    @Test(.timeLimit(.minutes(1))) func eventsExpiredWhenReadAreReportedAtOnceOnBothTransports() async throws {
+        let kafka = try ErrorTopicCluster()
+        let producer = try KafkaProducer(properties: kafka.properties, logger: kafka.quiet)
+        let http2 = AppEndpoint(
+            app: "com.example.h2", environment: .production, gatewayHost: "", gatewayPort: 0, feedbackHost: "", feedbackPort: 0,
+            connections: 1, format: .frame, certificatePath: TestPKI.path("app.pem"), privateKeyPath: TestPKI.path("app-key.pem"),
+            caPath: TestPKI.path("ca.pem"), http2: HTTP2Endpoint(host: "127.0.0.1", port: 1, authentication: .certificate))
+        var configuration = PipelineConfiguration(
+            deliveryErrorTopic: "notification-errors", endpoints: [.testBinary(gatewayPort: 1, feedbackPort: 1), http2])
+        configuration.defaultTTLSeconds = 600
+        let pipeline = try Pipeline(
+            configuration: configuration, producer: producer, delivery: DeliveryConfiguration(), logger: kafka.quiet,
+            wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
+        let now = Int64(Date().timeIntervalSince1970)
+        let minuteAgo = RFC3339.format(unixSeconds: now - 60)
+        var batch: [KafkaRecord] = []
+        for (i, app) in ["com.example.app", "com.example.h2"].enumerated() {
+            for (j, (expiration, timestamp)) in [(#","expiration":\#(now - 3600)"#, -1), (#","expiration":"\#(minuteAgo)""#, -1), ("", (now - 1200) * 1000)].enumerated() {
+                let value = #"{"id":"e\#(i)\#(j)","app":"\#(app)","token":"abcd","payload":{"aps":{"alert":"x"}}\#(expiration)}"#
+                batch.append(KafkaRecord(
+                    topic: "notifications", partition: 0, offset: Int64(batch.count), timestamp: Int64(timestamp), key: nil, value: Array(value.utf8)))
+            }
+        }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await producer.run() }
+            let (records, continuation) = AsyncStream.makeStream(of: [KafkaRecord].self)
+            continuation.yield(batch)
+            continuation.finish()
+            try? await pipeline.run(records: records)
+            #expect(await pipeline.drain(timeout: .seconds(10)), "\(pipeline.snapshot)")
+            #expect(pipeline.snapshot.errorsByReason == [.expired: 6])
+            _ = await pipeline.stop()
+            producer.stop()
+        }
+        let errors = try await kafka.errorEvents()
+        #expect(errors.count == 6)
+        #expect(errors.allSatisfy { $0["reason"]?.stringValue == "expired" && $0["attempts"]?.integerValue == 0 })
+    }
+
     /// Puts `batch` through `pipeline` as one poll, waits until all of it is settled, then stops both; returns how
     /// many notifications were accepted.
     static func settleOnePoll(_ batch: [KafkaRecord], pipeline: Pipeline, producer: KafkaProducer) async -> Int {

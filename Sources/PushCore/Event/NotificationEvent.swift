@@ -43,6 +43,11 @@ public enum Expiration: Hashable, Sendable {
     public static func hasPassed(_ expiration: UInt32, now: Int64) -> Bool {
         expiration != 0 && Int64(expiration) < now
     }
+
+    /// The `detail` of an `expired` outcome: when the expiration was.
+    public static func passedDetail(_ expiration: UInt32) -> String {
+        "expiration \(RFC3339.format(unixSeconds: Int64(expiration))) passed before it could be sent"
+    }
 }
 
 /// A notification event that passed validation (SPEC section 2): everything the worker needs to send it.

@@ -176,10 +176,18 @@ final class HTTP2Pool: Sendable {
                 return s.queue.takeFirst(n)
             }
             guard !batch.isEmpty else { return }
-            // Those the send check stops (token suppression) end here; the rest go out.
-            let (kept, stopped) = batch.passing(sendCheck, app: endpoint.key) {
+            // Those expired meanwhile and those the send check stops (token suppression) end here; the rest go out.
+            let unixNow = Int64(Date().timeIntervalSince1970)
+            var stopped: [DeliveryOutcome] = []
+            batch.removeAll { delivery in
+                guard let expired = policy.expiredBeforeSending(delivery, now: unixNow) else { return false }
+                stopped.append(expired)
+                return true
+            }
+            let (kept, suppressed) = batch.passing(sendCheck, app: endpoint.key) {
                 SendCandidate(ticket: $0.ticket, sends: $0.sends, tokenSource: $0.tokenSource)
             }
+            stopped += suppressed
             if !stopped.isEmpty {
                 state.withLock { $0.written -= stopped.count }
                 onOutcomes(stopped)

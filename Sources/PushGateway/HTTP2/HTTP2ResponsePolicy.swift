@@ -112,6 +112,13 @@ public struct HTTP2ResponsePolicy: Sendable {
         return .resend(delay: initialDelay.doubled(delivery.transientFailures - 1, atMost: maximumDelay))
     }
 
+    /// The outcome of a notification whose expiration has passed by `now` (UNIX seconds) as it is about to be sent:
+    /// it is not sent (SPEC section 2); nil for one that may go.
+    public func expiredBeforeSending(_ delivery: HTTP2Delivery, now: Int64) -> DeliveryOutcome? {
+        guard Expiration.hasPassed(delivery.expiration, now: now) else { return nil }
+        return failure(delivery, .expired, Expiration.passedDetail(delivery.expiration), status: nil)
+    }
+
     /// No retry after the notification's expiration.
     private func expiredOutcome(_ delivery: HTTP2Delivery, now: Int64) -> DeliveryOutcome? {
         guard delivery.expiration != 0, now > Int64(delivery.expiration) else { return nil }
