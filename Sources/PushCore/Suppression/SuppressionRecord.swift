@@ -8,23 +8,32 @@ public enum SuppressionReason: String, CaseIterable, Hashable, Sendable {
     case unregistered
     /// HTTP/2 400 BadDeviceToken.
     case badDeviceToken = "bad_device_token"
+    /// Written by another service with a reason of its own (an uninstall, a deleted account): SPEC section 10 fixes
+    /// the entry's fields, not the values of `reason`. The record keeps the text (``SuppressionRecord/reasonText``);
+    /// the table, which holds no text, keeps this class.
+    case other
 
-    /// Two bits, for ``SuppressionTable``.
+    /// The bits of a table slot that hold the reason.
+    static let codeMask: UInt64 = 7
+
+    /// Three bits, for ``SuppressionTable``.
     var code: UInt64 {
         switch self {
         case .feedback: 0
         case .invalidToken: 1
         case .unregistered: 2
         case .badDeviceToken: 3
+        case .other: 4
         }
     }
 
     init(code: UInt64) {
-        switch code & 3 {
+        switch code & Self.codeMask {
         case 0: self = .feedback
         case 1: self = .invalidToken
         case 2: self = .unregistered
-        default: self = .badDeviceToken
+        case 3: self = .badDeviceToken
+        default: self = .other
         }
     }
 }
@@ -39,13 +48,19 @@ public struct SuppressionRecord: Hashable, Sendable {
     /// in the same second is not taken for a later one.
     public var invalidatedAt: Int64
     public var reason: SuppressionReason
+    /// The `reason` as written on the topic: the class's own name, or another service's text for ``SuppressionReason/other``.
+    public var reasonText: String
 
-    public init(app: String, environment: APNsEnvironment, token: DeviceToken, invalidatedAt: Int64, reason: SuppressionReason) {
+    public init(
+        app: String, environment: APNsEnvironment, token: DeviceToken, invalidatedAt: Int64, reason: SuppressionReason,
+        reasonText: String? = nil
+    ) {
         self.app = app
         self.environment = environment
         self.token = token
         self.invalidatedAt = invalidatedAt
         self.reason = reason
+        self.reasonText = reasonText ?? reason.rawValue
     }
 
     /// An invalidation at a time in milliseconds (rounded up to the second).
@@ -69,7 +84,7 @@ public struct SuppressionRecord: Hashable, Sendable {
         w.field("environment", environment.rawValue)
         w.field("token", token.hex)
         w.field("invalidated_at", RFC3339.format(unixSeconds: invalidatedAt))
-        w.field("reason", reason.rawValue)
+        w.field("reason", reasonText)
         w.endObject()
         return w.bytes
     }
@@ -110,10 +125,13 @@ public enum SuppressionEntry: Hashable, Sendable {
         guard case .string(let time)? = json["invalidated_at"], let invalidatedAt = RFC3339.parse(time) else {
             throw SuppressionRecordError("value of \(subject): 'invalidated_at' is not an RFC 3339 time")
         }
-        guard case .string(let reasonText)? = json["reason"], let reason = SuppressionReason(rawValue: reasonText) else {
-            throw SuppressionRecordError("value of \(subject): unknown 'reason'")
+        guard case .string(let reasonText)? = json["reason"], !reasonText.isEmpty else {
+            throw SuppressionRecordError("value of \(subject): 'reason' is not a non-empty string")
         }
-        self = .suppress(SuppressionRecord(app: app, environment: environment, token: token, invalidatedAt: invalidatedAt, reason: reason))
+        // A reason this worker does not write is another service's (SPEC section 10): applied all the same.
+        let reason = SuppressionReason(rawValue: reasonText) ?? .other
+        self = .suppress(SuppressionRecord(
+            app: app, environment: environment, token: token, invalidatedAt: invalidatedAt, reason: reason, reasonText: reasonText))
     }
 }
 

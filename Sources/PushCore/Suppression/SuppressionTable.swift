@@ -1,10 +1,10 @@
-/// The table's name for one (app, environment, token): a 62-bit digest of the three (SipHash, seeded per process).
+/// The table's name for one (app, environment, token): a 61-bit digest of the three (SipHash, seeded per process).
 ///
-/// Two different tokens share a digest with a chance of 2⁻⁶² per comparison: with a million tokens suppressed, one
+/// Two different tokens share a digest with a chance of 2⁻⁶¹ per comparison: with a million tokens suppressed, one
 /// lookup in about 10¹³ would take an unsuppressed token for a suppressed one (and end it as `token_suppressed`
 /// with its error event, never silently). In exchange the table holds no token bytes.
 public struct SuppressionKey: Hashable, Sendable {
-    /// Never zero (zero marks an empty slot); the low two bits are free for the reason.
+    /// Never zero (zero marks an empty slot); the low three bits are free for the reason.
     let digest: UInt64
 
     public init(app: String, environment: APNsEnvironment, token: DeviceToken) {
@@ -12,8 +12,8 @@ public struct SuppressionKey: Hashable, Sendable {
         hasher.combine(app)
         hasher.combine(environment)
         token.bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
-        let digest = UInt64(bitPattern: Int64(hasher.finalize())) & ~3
-        self.digest = digest == 0 ? 4 : digest
+        let digest = UInt64(bitPattern: Int64(hasher.finalize())) & ~SuppressionReason.codeMask
+        self.digest = digest == 0 ? SuppressionReason.codeMask + 1 : digest
     }
 }
 
@@ -55,7 +55,7 @@ public struct SuppressionTable: Sendable {
         let time = UInt32(clamping: invalidatedAt)
         var i = index(of: key.digest)
         while slots[i] != 0 {
-            if slots[i] & ~3 == key.digest {
+            if slots[i] & ~SuppressionReason.codeMask == key.digest {
                 slots[i] = key.digest | reason.code
                 times[i] = time
                 return
@@ -72,7 +72,7 @@ public struct SuppressionTable: Sendable {
     public mutating func lift(_ key: SuppressionKey) -> Bool {
         let mask = slots.count - 1
         var i = index(of: key.digest)
-        while slots[i] & ~3 != key.digest {
+        while slots[i] & ~SuppressionReason.codeMask != key.digest {
             if slots[i] == 0 { return false }
             i = (i + 1) & mask
         }
@@ -80,7 +80,7 @@ public struct SuppressionTable: Sendable {
         var hole = i
         var j = (i + 1) & mask
         while slots[j] != 0 {
-            let home = index(of: slots[j] & ~3)
+            let home = index(of: slots[j] & ~SuppressionReason.codeMask)
             // j may fill the hole when its home is not in (hole, j] (cyclically).
             let distanceToHome = (j - home) & mask
             let distanceToHole = (j - hole) & mask
@@ -101,7 +101,7 @@ public struct SuppressionTable: Sendable {
     public func lookup(_ key: SuppressionKey) -> (invalidatedAt: Int64, reason: SuppressionReason)? {
         var i = index(of: key.digest)
         while slots[i] != 0 {
-            if slots[i] & ~3 == key.digest { return (Int64(times[i]), SuppressionReason(code: slots[i])) }
+            if slots[i] & ~SuppressionReason.codeMask == key.digest { return (Int64(times[i]), SuppressionReason(code: slots[i])) }
             i = (i + 1) & (slots.count - 1)
         }
         return nil
@@ -124,7 +124,7 @@ public struct SuppressionTable: Sendable {
     }
 
     private func index(of digest: UInt64) -> Int {
-        // The digest's high bits (its low two hold the reason); Fibonacci hashing spreads them over the table.
+        // The digest's high bits (its low three hold the reason); Fibonacci hashing spreads them over the table.
         Int(truncatingIfNeeded: (digest &* 0x9E37_79B9_7F4A_7C15) >> UInt64(64 - slots.count.trailingZeroBitCount))
     }
 
@@ -135,7 +135,7 @@ public struct SuppressionTable: Sendable {
         times = Array(repeating: 0, count: oldSlots.count * 2)
         let mask = slots.count - 1
         for (slot, time) in zip(oldSlots, oldTimes) where slot != 0 {
-            var i = index(of: slot & ~3)
+            var i = index(of: slot & ~SuppressionReason.codeMask)
             while slots[i] != 0 { i = (i + 1) & mask }
             slots[i] = slot
             times[i] = time

@@ -52,7 +52,7 @@ struct SuppressionTableTests {
             if random.next() % 3 == 0 {
                 #expect(table.lift(Self.key(i)) == (reference.removeValue(forKey: i) != nil))
             } else {
-                let reason = SuppressionReason.allCases[Int(random.next() % 4)]
+                let reason = SuppressionReason.allCases[Int(random.next() % UInt64(SuppressionReason.allCases.count))]
                 table.suppress(Self.key(i), invalidatedAt: Int64(step), reason: reason)
                 reference[i] = (Int64(step), reason)
             }
@@ -88,6 +88,22 @@ struct SuppressionRecordTests {
         #expect(try SuppressionEntry(key: record.key, value: record.json()) == .suppress(record))
     }
 
+    /// SPEC section 10 fixes the entry's fields, not the values of `reason`: an entry another service wrote with a
+    /// reason of its own suppresses the token (class `other`) and keeps the text; it is written back as read.
+    @Test func aReasonWrittenByAnotherServiceIsApplied() throws {
+        let key = Array("com.example.app/production/abab".utf8)
+        let value = #"{"app":"com.example.app","environment":"production","token":"abab","invalidated_at":"2026-01-01T00:00:00Z","reason":"app_uninstalled"}"#
+        guard case .suppress(let record) = try SuppressionEntry(key: key, value: Array(value.utf8)) else {
+            Issue.record("not a suppression")
+            return
+        }
+        #expect(record.reason == .other && record.reasonText == "app_uninstalled")
+        #expect(String(decoding: record.json(), as: UTF8.self) == value)
+        var table = SuppressionTable()
+        table.apply(.suppress(record))
+        #expect(table.verdict(record.tableKey, registeredAt: nil) == .suppressed(invalidatedAt: record.invalidatedAt, reason: .other))
+    }
+
     @Test func aTombstoneLiftsTheKeysToken() throws {
         let key = Array(("com.example.app/production/" + String(repeating: "ab", count: 32)).utf8)
         #expect(try SuppressionEntry(key: key, value: nil) == .lift(SuppressionKey(app: "com.example.app", environment: .production, token: Self.token)))
@@ -101,7 +117,9 @@ struct SuppressionRecordTests {
         ("com.example.app/production/abab", "not json"),
         ("com.example.app/production/abab", #"{"app":"com.example.other","environment":"production","token":"abab","invalidated_at":"2026-01-01T00:00:00Z","reason":"feedback"}"#),
         ("com.example.app/production/abab", #"{"app":"com.example.app","environment":"production","token":"abab","invalidated_at":"yesterday","reason":"feedback"}"#),
-        ("com.example.app/production/abab", #"{"app":"com.example.app","environment":"production","token":"abab","invalidated_at":"2026-01-01T00:00:00Z","reason":"bored"}"#),
+        ("com.example.app/production/abab", #"{"app":"com.example.app","environment":"production","token":"abab","invalidated_at":"2026-01-01T00:00:00Z","reason":""}"#),
+        ("com.example.app/production/abab", #"{"app":"com.example.app","environment":"production","token":"abab","invalidated_at":"2026-01-01T00:00:00Z","reason":3}"#),
+        ("com.example.app/production/abab", #"{"app":"com.example.app","environment":"production","token":"abab","invalidated_at":"2026-01-01T00:00:00Z"}"#),
     ])
     func aRecordThatIsNotTheSpecsIsAnError(key: String, value: String) {
         #expect(throws: SuppressionRecordError.self) { try SuppressionEntry(key: Array(key.utf8), value: Array(value.utf8)) }
