@@ -11,7 +11,7 @@ import Synchronization
 public final class KafkaReplayReader: Sendable {
     public enum Start: Sendable {
         case earliest
-        /// Per partition; partitions not named start at their earliest offset.
+        /// Per partition; partitions not named are not read (a replay does only what it is asked).
         case offsets([Int32: Int64])
         /// UNIX milliseconds: the first record at or after this time in each partition.
         case timestamp(Int64)
@@ -86,7 +86,8 @@ public final class KafkaReplayReader: Sendable {
             var starts: [Int32: Int64] = lows
             switch start {
             case .earliest: break
-            case .offsets(let given): for (p, o) in given where lows[p] != nil { starts[p] = max(o, lows[p]!) }
+            case .offsets(let given):
+                for p in partitions { starts[p] = given[p].map { max($0, lows[p]!) } ?? ends[p]! }
             case .timestamp(let ms):
                 let list = PartitionList(partitions.map { (TopicPartition(topic: topic, partition: $0), ms) })
                 let error = rd_kafka_offsets_for_times(client, list.pointer, timeoutMilliseconds)

@@ -12,7 +12,7 @@ public enum ReplayStart: Sendable, Equatable {
     case earliest
     /// UNIX milliseconds.
     case timestamp(Int64)
-    /// Offsets per partition; a nil topic means every input topic. Partitions not named start at their earliest.
+    /// Offsets per partition; a nil topic means every input topic. Partitions not named are not replayed.
     case offsets([ReplayOffset])
 
     public struct ReplayOffset: Sendable, Equatable {
@@ -61,11 +61,13 @@ public enum Replay {
     /// has none then is reported and left (the worker group's offsets never moved).
     public static let drainDeadline: Duration = .seconds(120)
 
-    /// What a replay did: the pipeline's counts over every topic, and how many notifications got no outcome within
-    /// the drain deadline (no accepted, no error event: a replay with any is not complete).
+    /// What a replay did: the pipeline's counts over every topic, how many notifications got no outcome within the
+    /// drain deadline (no accepted, no error event), and how many records of the range were never read because the
+    /// replay stopped making progress. A replay with either is not complete.
     public struct Result: Sendable {
         public var counts = PipelineCounts()
         public var withoutOutcome = 0
+        public var unread: Int64 = 0
     }
 
     /// Replays every input topic's range; returns what the pipeline did.
@@ -105,25 +107,50 @@ public enum Replay {
                 let pipeline = try Pipeline(
                     configuration: pipelineConfiguration, producer: producer, delivery: configuration.deliveryConfiguration,
                     suppression: suppression?.list, logger: logger, wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
-                async let reading: Void = reader.run()
-                try await pipeline.run(records: reader.records)
-                await reading
-                let settled = await pipeline.drain(timeout: drainDeadline)
-                let unsettled = await pipeline.stop()
+                let stalled = try await readUnlessStalled(reader, into: pipeline, deadline: drainDeadline)
+                let settled = stalled ? false : await pipeline.drain(timeout: drainDeadline)
+                _ = await pipeline.stop()
+                let c = pipeline.snapshot
+                // Read and without an outcome: held by the engine, or waiting for room when the replay stalled.
+                let unsettled = c.consumed - c.accepted - c.errorsByReason.values.reduce(0, +)
+                let unread = reader.ranges.values.reduce(0) { $0 + Int64($1.count) } - Int64(c.consumed)
                 if !settled || unsettled > 0 {
                     logger.warning("replay: not every notification got an outcome in time", metadata: [
-                        "topic": "\(topic)", "without_outcome": "\(unsettled)", "deadline": "\(drainDeadline)",
+                        "topic": "\(topic)", "without_outcome": "\(unsettled)", "unread": "\(max(0, unread))",
+                        "deadline": "\(drainDeadline)",
                     ])
                 }
-                let c = pipeline.snapshot
                 result.counts.consumed += c.consumed
                 result.counts.submitted += c.submitted
                 result.counts.accepted += c.accepted
                 result.counts.errorsByReason.merge(c.errorsByReason, uniquingKeysWith: +)
                 result.withoutOutcome += unsettled
+                if stalled { result.unread += max(0, unread) }
             }
         }
         return result
+    }
+
+    /// Reads the range into the pipeline; returns true when it stopped because nothing progressed (no record read, no
+    /// outcome) for `deadline`: with the gateway down and a range larger than `max_in_flight`, reading waits for room
+    /// that never comes, and the deadline must bound the whole replay, not only the drain after reading.
+    static func readUnlessStalled(_ reader: KafkaReplayReader, into pipeline: Pipeline, deadline: Duration) async throws -> Bool {
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                async let reading: Void = reader.run()
+                try await pipeline.run(records: reader.records)
+                await reading
+                return false
+            }
+            group.addTask {
+                await ProgressWatch(deadline: deadline) { pipeline.snapshot.progress }.waitForStall()
+                return true
+            }
+            let stalled = try await group.next()!
+            if stalled { reader.stop() }  // its thread may wait for room; the pipeline's wait is cancelled below
+            group.cancelAll()
+            return stalled
+        }
     }
 
     /// Moves the worker group's committed offsets to where the range starts, so that the (stopped) workers consume
@@ -143,4 +170,30 @@ public enum Replay {
             properties: configuration.kafka.properties)
         return offsets
     }
+}
+
+/// Waits until a count stops moving for `deadline` (checked four times a second); returns at once when cancelled.
+struct ProgressWatch {
+    let deadline: Duration
+    let progress: @Sendable () -> Int
+
+    func waitForStall() async {
+        var last = progress()
+        var since = ContinuousClock.now
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(250))
+            let now = progress()
+            if now != last {
+                last = now
+                since = .now
+            } else if ContinuousClock.now - since >= deadline {
+                return
+            }
+        }
+    }
+}
+
+extension PipelineCounts {
+    /// Records read plus outcomes known: it moves while a replay makes progress.
+    var progress: Int { consumed + accepted + errorsByReason.values.reduce(0, +) }
 }

@@ -11,11 +11,12 @@ struct ReplayCommand: AsyncParsableCommand {
         abstract: "Re-sends a range of the input topics through the pipeline, outside the worker's consumer group.",
         discussion: """
             The range starts at a time (--from-timestamp, UNIX seconds or RFC 3339), at offsets per partition \\
-            (--from-offset PARTITION:OFFSET, repeated), or at the earliest offsets (--to-earliest), and ends at the \\
-            offsets that were the end when the replay started. Expired events are reported on the delivery-error \\
-            topic, not sent. The worker group's committed offsets do not move; with --reset-group nothing is \\
-            replayed here: the (stopped) group's offsets are set to the start of the range instead. Prints a \\
-            JSON summary; exits 1 when any notification got no outcome within --drain-deadline.
+            (--from-offset PARTITION:OFFSET, repeated; only the partitions named are replayed), or at the earliest \\
+            offsets (--to-earliest), and ends at the offsets that were the end when the replay started. Expired \\
+            events are reported on the delivery-error topic, not sent. The worker group's committed offsets do not \\
+            move; with --reset-group nothing is replayed here: the (stopped) group's offsets are set to the start \\
+            of the range instead. Prints a JSON summary; exits 1 when any notification got no outcome, or any \\
+            record of the range was not read, because nothing progressed for --drain-deadline seconds.
             """
     )
 
@@ -25,7 +26,7 @@ struct ReplayCommand: AsyncParsableCommand {
     @Option(help: "Start at this time: UNIX seconds or an RFC 3339 date-time.")
     var fromTimestamp: String?
 
-    @Option(parsing: .singleValue, help: "Start partition P at offset O: P:O for every input topic, or TOPIC:P:O; repeat for more.")
+    @Option(parsing: .singleValue, help: "Replay partition P from offset O: P:O for every input topic, or TOPIC:P:O; repeat for more. Partitions not named are not replayed.")
     var fromOffset: [String] = []
 
     @Flag(help: "Start at the earliest offsets.")
@@ -34,7 +35,7 @@ struct ReplayCommand: AsyncParsableCommand {
     @Flag(help: "Set the worker group's committed offsets to the start of the range instead of replaying.")
     var resetGroup = false
 
-    @Option(help: "Seconds to wait, after reading a topic's range, for what was sent to get an outcome.")
+    @Option(help: "Seconds without progress (no record read, no outcome) after which the replay stops and reports what is left.")
     var drainDeadline = 120
 
     func validate() throws {
@@ -89,10 +90,10 @@ struct ReplayCommand: AsyncParsableCommand {
                 configuration: configuration, start: try start(), drainDeadline: .seconds(drainDeadline), logger: logger)
             let counts = result.counts
             let errors = counts.errorsByReason.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\"\($0.key.rawValue)\": \($0.value)" }.joined(separator: ", ")
-            printLine("{\"replayed\": \(counts.consumed), \"accepted\": \(counts.accepted), \"errors\": {\(errors)}, \"without_outcome\": \(result.withoutOutcome)}")
-            guard result.withoutOutcome == 0 else {
+            printLine("{\"replayed\": \(counts.consumed), \"accepted\": \(counts.accepted), \"errors\": {\(errors)}, \"without_outcome\": \(result.withoutOutcome), \"unread\": \(result.unread)}")
+            guard result.withoutOutcome == 0 && result.unread == 0 else {
                 throw CLIError.failure(
-                    "replay incomplete: \(result.withoutOutcome) notifications got no outcome within \(drainDeadline) s (the gateway down?); replay their range again")
+                    "replay incomplete: \(result.withoutOutcome) notifications got no outcome and \(result.unread) records were not read, nothing having progressed for \(drainDeadline) s (the gateway down?); replay the range again")
             }
         } catch let error as CLIError {
             throw error

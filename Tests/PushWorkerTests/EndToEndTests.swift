@@ -264,6 +264,66 @@ func produceEvents(_ servers: String, _ values: [String]) async throws {
         #expect(summary["without_outcome"] == JSONValue.number(5))
     }
 
+    /// The drain deadline bounds the whole replay once progress stops: with an HTTP/2 app's API gone and a range of
+    /// 300 records past `max_in_flight` (100), the pipeline waits for room before the drain begins, and the replay
+    /// still ends within the deadline, saying what got no outcome and what was not read (together the whole range).
+    @Test(.timeLimit(.minutes(1))) func aReplayThatStallsBeforeItsDrainEndsAtTheDeadline() async throws {
+        let broker = try Broker()
+        defer { broker.stop() }
+        let servers = broker.bootstrapServers
+        try KafkaAdmin.createTopics(bootstrapServers: servers, [("notifications", 1), ("notification-errors", 1)])
+        let folder = NSTemporaryDirectory() + "replay-stalled-\(getpid())"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        // An HTTP/2 app whose API is gone: nothing admitted gets an outcome, so reading waits for room.
+        try """
+            kafka: {brokers: "\(servers)"}
+            apps: [{bundle_id: com.example.app, transport: http2, certificate: \(TestPKI.path("app.pem")), private_key: \(TestPKI.path("app-key.pem")), api: "127.0.0.1:1"}]
+            tls: {ca_file: \(TestPKI.path("ca.pem"))}
+            delivery: {max_in_flight: 100}
+            http: {listen: "127.0.0.1:0"}
+            log: {level: warning}
+            """.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
+        try await produceEvents(servers, (0..<300).map {
+            #"{"id":"stall-\#($0)","app":"com.example.app","token":"\#(String(format: "%064x", 0x5000 + $0))","payload":{"aps":{"alert":"x"}}}"#
+        })
+        let replay = try Child(
+            BuiltExecutable.path("pushworker"), ["replay", "--config", "\(folder)/worker.yaml", "--to-earliest", "--drain-deadline", "2"])
+        let ended = await eventually(within: .seconds(30)) { !replay.process.isRunning }
+        #expect(ended, "the replay was still running 30 s after its start with a deadline of 2 s")
+        replay.killNow()
+        let summary = try JSONValue(parsing: replay.readLine())
+        #expect(replay.wait() == 1)
+        #expect(summary["accepted"] == JSONValue.number(0), "\(summary)")
+        let withoutOutcome = summary["without_outcome"]?.integerValue ?? -1, unread = summary["unread"]?.integerValue ?? -1
+        #expect(withoutOutcome >= 100 && unread >= 0 && withoutOutcome + unread == 300, "\(summary)")
+        #expect(summary["replayed"]?.integerValue == withoutOutcome)
+    }
+
+    /// `--from-offset P:O` replays partition P from O and nothing of the partitions it does not name.
+    @Test func aReplayFromOffsetsReplaysOnlyThePartitionsItNames() async throws {
+        let broker = try Broker()
+        defer { broker.stop() }
+        let servers = broker.bootstrapServers
+        try KafkaAdmin.createTopics(bootstrapServers: servers, [("notifications", 3), ("notification-errors", 1)])
+        let folder = NSTemporaryDirectory() + "replay-partitions-\(getpid())"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let simulator = try Self.simulatorAndConfiguration(folder: folder, servers: servers, extra: "")
+        defer { simulator.killNow() }
+        try await produceEvents(servers, (0..<90).map {
+            #"{"id":"p-\#($0)","app":"com.example.app","token":"\#(String(format: "%064x", 0x6000 + $0))","payload":{"aps":{"alert":"x"}}}"#
+        })
+        let all = try await KafkaReplayReader(properties: ["bootstrap.servers": servers, "log_level": "3"], topic: "notifications", start: .earliest).readAll()
+        let inZero = all.filter { $0.partition == 0 }
+        #expect(inZero.count >= 5 && inZero.count < 90, "partition 0 holds \(inZero.count) of 90")
+        let replay = try Child(BuiltExecutable.path("pushworker"), ["replay", "--config", "\(folder)/worker.yaml", "--from-offset", "0:3"])
+        let summary = try JSONValue(parsing: replay.readLine())
+        #expect(replay.wait() == 0)
+        #expect(summary["replayed"]?.integerValue == Int64(inZero.count - 3), "\(summary)")
+        #expect(summary["accepted"]?.integerValue == Int64(inZero.count - 3))
+    }
+
     @Test func aTimeRangeIsResentExactlyAndTheGroupsOffsetsStay() async throws {
         let broker = try Broker()
         defer { broker.stop() }
