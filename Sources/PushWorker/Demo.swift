@@ -99,6 +99,20 @@ public enum Demo {
         delivery.reconnectInitial = .milliseconds(20)
         delivery.reconnectMaximum = .milliseconds(200)
 
+        try await deliverSamples(
+            cluster: cluster, simulator: simulator, endpoint: endpoint, http2Endpoint: http2Endpoint, delivery: delivery,
+            quiet: quiet, started: started, say: say)
+        // Every Kafka client of the flow is gone with it: the cluster goes last, so that no client is left to log
+        // its brokers down after the summary.
+        withExtendedLifetime(cluster) {}
+    }
+
+    /// The flow on the cluster and the simulator: samples produced, delivered, settled and summarised. Its Kafka
+    /// clients live in here only.
+    private static func deliverSamples(
+        cluster: KafkaMockCluster, simulator: GatewaySimulator, endpoint: AppEndpoint, http2Endpoint: AppEndpoint,
+        delivery: DeliveryConfiguration, quiet: Logger, started: ContinuousClock.Instant, say: @escaping @Sendable (String) -> Void
+    ) async throws {
         let producer = try KafkaProducer(properties: ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"], logger: quiet)
         var pipelineConfiguration = PipelineConfiguration(deliveryErrorTopic: errorTopic, endpoints: [endpoint, http2Endpoint])
         pipelineConfiguration.feedbackTopic = feedbackTopic

@@ -42,6 +42,11 @@ public final class Child {
         return String(decoding: data, as: UTF8.self)
     }
 
+    /// Everything it prints until it closes its standard output (blocking until then).
+    public func readToEnd() -> String {
+        String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    }
+
     public func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
 
     /// Waits for it to exit and returns its status.

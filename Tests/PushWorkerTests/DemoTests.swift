@@ -35,6 +35,19 @@ import Testing
         #expect(offsets.reduce(0, +) == 172, "\(committedLine)")
     }
 
+    /// `pushworker demo` as a user runs it: its last line is the summary's, and nothing is logged at error level
+    /// (no Kafka client is left to see the in-process cluster go away).
+    @Test func theDemoCommandEndsWithItsSummaryAndNoError() throws {
+        let log = NSTemporaryDirectory() + "demo-stderr-\(getpid()).log"
+        defer { try? FileManager.default.removeItem(atPath: log) }
+        let demo = try Child(BuiltExecutable.path("pushworker"), ["demo", "--pki", TestPKI.directory], standardError: log)
+        let lines = demo.readToEnd().split(separator: "\n")
+        #expect(demo.wait() == 0)
+        #expect(lines.last?.hasPrefix("done in ") == true, "\(lines.suffix(3))")
+        let stderr = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect(!stderr.lowercased().contains("error") && !stderr.contains("brokers are down"), "\(stderr.suffix(2000))")
+    }
+
     /// With no --pki the demo makes its own certificates: the same run, with nothing prepared beforehand.
     @Test func theDemoRunsOnAThrowAwayPKI() async throws {
         let directory = NSTemporaryDirectory() + "throwaway-pki-\(getpid())"
