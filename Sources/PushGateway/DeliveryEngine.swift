@@ -73,10 +73,25 @@ public final class DeliveryEngine: Sendable {
         }
         var pools: [AppKey: ConnectionPool] = [:]
         var http2Pools: [AppKey: HTTP2Pool] = [:]
+        // One provider token per (team, key) for the whole process (SPEC section 9): apps signed by the same key
+        // share it, so an expiry renews it once and Apple sees one token, not one per app.
+        var tokens: [ProviderTokenCache.Identity: ProviderTokenCache] = [:]
         for endpoint in endpoints {
-            if endpoint.http2 != nil {
+            if let http2 = endpoint.http2 {
+                var cache: ProviderTokenCache?
+                if case .token(let teamID, let keyID, let path) = http2.authentication {
+                    let identity = ProviderTokenCache.Identity(teamID: teamID, keyID: keyID, signingKeyPath: path)
+                    if tokens[identity] == nil {
+                        let pem = try String(contentsOfFile: path, encoding: .utf8)
+                        tokens[identity] = ProviderTokenCache(
+                            key: try ProviderTokenKey(teamID: teamID, keyID: keyID, pem: pem),
+                            refreshInterval: Int64(configuration.tokenRefreshSeconds))
+                    }
+                    cache = tokens[identity]
+                }
                 http2Pools[endpoint.key] = try HTTP2Pool(
-                    endpoint: endpoint, configuration: configuration, group: group, logger: logger, sendCheck: sendCheck, onOutcomes: settle)
+                    endpoint: endpoint, configuration: configuration, group: group, logger: logger, tokens: cache,
+                    sendCheck: sendCheck, onOutcomes: settle)
             } else {
                 // The simple format's bisection probes groups of suspects; it gets no check (a probe emptied by one
                 // would wait for a verdict that never comes).

@@ -28,6 +28,13 @@ public struct ProviderTokenKey: Sendable {
 /// ExpiredProviderToken (``renew(rejected:now:)``; connections that report the same rejected token cause one
 /// renewal).
 public final class ProviderTokenCache: Sendable {
+    /// What one cache stands for: a team's key, read from one file.
+    struct Identity: Hashable {
+        var teamID: String
+        var keyID: String
+        var signingKeyPath: String
+    }
+
     public let key: ProviderTokenKey
     public let refreshInterval: Int64
     private let current = Mutex<(token: String, issuedAt: Int64)?>(nil)

@@ -20,7 +20,7 @@ import Testing
     static func run(
         count: Int, token: Bool = true, connections: Int = 2, maxAttempts: Int = 5, secondHalfAfter pause: Duration? = nil,
         retryDelays: (initial: Duration, maximum: Duration) = (.milliseconds(5), .milliseconds(50)), oneDeviceToken: Bool = false,
-        expiredEvery: Int? = nil, simulator change: (inout SimulatorConfiguration) -> Void = { _ in }
+        expiredEvery: Int? = nil, paced: (batches: Int, every: Duration)? = nil, tokenRefresh: Int? = nil, simulator change: (inout SimulatorConfiguration) -> Void = { _ in }
     ) async throws -> Result {
         var quiet = Logger(label: "test")
         quiet.logLevel = .critical
@@ -48,6 +48,7 @@ import Testing
         delivery.reconnectInitial = retryDelays.initial
         delivery.reconnectMaximum = retryDelays.maximum
         delivery.jitterSeed = 7
+        if let tokenRefresh { delivery.tokenRefreshSeconds = tokenRefresh }
         let outcomes = Mutex<[DeliveryTicket: [DeliveryOutcome]]>([:])
         let engine = try DeliveryEngine(endpoints: [endpoint], configuration: delivery, logger: quiet) { batch in
             outcomes.withLock { o in for outcome in batch { o[outcome.ticket, default: []].append(outcome) } }
@@ -64,7 +65,14 @@ import Testing
                 return HTTP2Delivery(ticket: delivery.ticket, request: request)
             }
         }
-        if let pause {
+        if let paced {
+            // A steady flow: `batches` equal parts, one every `every` (the load's pace, not a wait for an event).
+            let size = (count + paced.batches - 1) / paced.batches
+            for start in stride(from: 0, to: count, by: size) {
+                engine.enqueue(Array(deliveries[start..<min(count, start + size)]), to: endpoint.key)
+                try await Task.sleep(for: paced.every)
+            }
+        } else if let pause {
             // The second half goes out once `pause` has passed on the clock (a token's lifetime, say).
             engine.enqueue(Array(deliveries.prefix(count / 2)), to: endpoint.key)
             #expect(await engine.drain(timeout: .seconds(60)))
@@ -192,6 +200,19 @@ import Testing
         #expect(expired.count == 25)
         #expect(r.outcomes.values.filter { $0.count == 1 && $0[0].result == .accepted }.count == 75)
         #expect(r.recorded.count == 75)
+    }
+
+    /// Apple's two token rules scaled down (tokens live 3 s; a connection takes a new one at most once a second)
+    /// under a steady flow over 8 s on 3 connections: each expired token is renewed once for every connection (2 or
+    /// 3 renewals), no connection is refused a renewal (TooManyProviderTokenUpdates), and every notification is
+    /// accepted once.
+    @Test(.timeLimit(.minutes(2))) func providerTokenRenewalsConvergeUnderASteadyFlow() async throws {
+        let r = try await Self.run(count: 800, connections: 3, paced: (batches: 32, every: .milliseconds(250))) { $0.tokenLifetimeSeconds = 3 }
+        #expect(r.outcomes.count == 800)
+        #expect(r.outcomes.values.allSatisfy { $0.count == 1 && $0[0].result == .accepted }, "\(r.summary)")
+        #expect(r.recorded.count == 800)
+        #expect((2...3).contains(r.tokenRenewals), "\(r.tokenRenewals) renewals: \(r.summary)")
+        #expect(!r.summary.contains("TooManyProviderTokenUpdates"), "\(r.summary)")
     }
 
     @Test(.timeLimit(.minutes(2))) func retriesEndAsRetriesExhaustedWithTheLastReason() async throws {

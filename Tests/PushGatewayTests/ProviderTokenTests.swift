@@ -31,6 +31,23 @@ import Testing
         #expect(try Self.verifier().check(parts.joined(separator: "."), now: 1_795_000_100) == .invalidProviderToken)
     }
 
+    /// SPEC section 9: one token per (team, key) per process. Two apps signed by the same key share one cache (one
+    /// renewal when it expires, one token Apple sees); an app with another key has its own.
+    @Test func appsSignedByOneKeyShareOneToken() throws {
+        func app(_ name: String, key: String) -> AppEndpoint {
+            AppEndpoint(
+                app: name, environment: .production, gatewayHost: "", gatewayPort: 0, feedbackHost: "", feedbackPort: 0,
+                connections: 1, format: .frame, certificatePath: nil, privateKeyPath: nil, caPath: TestPKI.path("ca.pem"),
+                http2: HTTP2Endpoint(host: "127.0.0.1", port: 1, authentication: .token(teamID: "TEAM123456", keyID: key, signingKeyPath: TestPKI.path("AuthKey_KEY1234567.p8"))))
+        }
+        let endpoints = [app("com.example.one", key: "KEY1234567"), app("com.example.two", key: "KEY1234567"), app("com.example.three", key: "OTHERKEY00")]
+        let engine = try DeliveryEngine(endpoints: endpoints, configuration: DeliveryConfiguration()) { _ in }
+        let caches = endpoints.map { engine.providerTokens(of: $0.key) }
+        #expect(caches.allSatisfy { $0 != nil })
+        #expect(caches[0] === caches[1])
+        #expect(caches[0] !== caches[2])
+    }
+
     @Test func aNonP256KeyIsRefused() {
         #expect(throws: (any Error).self) {
             try ProviderTokenKey(teamID: "T", keyID: "K", pem: String(contentsOfFile: TestPKI.path("app-key.pem"), encoding: .utf8))

@@ -85,9 +85,11 @@ final class HTTP2Pool: Sendable {
         }
     }
 
+    /// - Parameter tokens: the provider token of the app's (team, key), shared with the other apps it signs
+    ///   (token authentication; nil with certificates).
     init(
         endpoint: AppEndpoint, configuration: DeliveryConfiguration, group: any EventLoopGroup, logger: Logger,
-        sendCheck: SendCheck? = nil, onOutcomes: @escaping @Sendable ([DeliveryOutcome]) -> Void
+        tokens: ProviderTokenCache?, sendCheck: SendCheck? = nil, onOutcomes: @escaping @Sendable ([DeliveryOutcome]) -> Void
     ) throws {
         guard let http2 = endpoint.http2 else { preconditionFailure("not an http2 endpoint") }
         self.sendCheck = sendCheck
@@ -101,13 +103,7 @@ final class HTTP2Pool: Sendable {
             maxAttempts: configuration.maxAttempts, initialDelay: configuration.reconnectInitial, maximumDelay: configuration.reconnectMaximum)
         tls = try endpoint.tlsContext()
         metrics = HTTP2PoolMetrics(app: "\(endpoint.key)", connections: endpoint.connections)
-        if case .token(let teamID, let keyID, let path) = http2.authentication {
-            let pem = try String(contentsOfFile: path, encoding: .utf8)
-            tokens = ProviderTokenCache(
-                key: try ProviderTokenKey(teamID: teamID, keyID: keyID, pem: pem), refreshInterval: Int64(configuration.tokenRefreshSeconds))
-        } else {
-            tokens = nil
-        }
+        self.tokens = tokens
         let now = ContinuousClock.now
         state = Mutex(State(
             slots: Array(repeating: .idle, count: endpoint.connections),
