@@ -14,7 +14,7 @@ public enum HTTP2Wire {
     public static let defaultWindow = 65_535
 
     /// RFC 9113 section 7's error codes.
-    public enum ErrorCode: UInt32, Sendable {
+    public enum ErrorCode: UInt32, Sendable, CaseIterable {
         case noError = 0x0, protocolError = 0x1, internalError = 0x2, flowControlError = 0x3, settingsTimeout = 0x4
         case streamClosed = 0x5, frameSizeError = 0x6, refusedStream = 0x7, cancel = 0x8, compressionError = 0x9
         case connectError = 0xA, enhanceYourCalm = 0xB, inadequateSecurity = 0xC, http11Required = 0xD

@@ -18,6 +18,9 @@ public enum HTTP2ConnectionEvent: Sendable {
     case lost([HTTP2Delivery], reason: String)
     /// The connection takes no new streams (GOAWAY, stream ids exhausted); it closes once its streams finish.
     case draining
+    /// The server broke the protocol or a limit of SPEC section 13: this side sent GOAWAY with the error's code and
+    /// closes the connection (its open streams are lost).
+    case connectionError(HTTP2Wire.ConnectionError)
     /// The connection has closed; nothing more comes from it.
     case closed
 }
@@ -224,6 +227,7 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
         } catch {
             // The server broke the protocol (GOAWAY with the error's code is written): what was open is lost.
             failed = true
+            onEvent(.connectionError(error))
             writeOutput(context: context)
             context.close(promise: nil)
         }
@@ -362,7 +366,9 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
                 return
             }
             failed = true
-            session.fail(HTTP2Wire.ConnectionError(code: .settingsTimeout, detail: "SETTINGS not acknowledged"))
+            let error = HTTP2Wire.ConnectionError(code: .settingsTimeout, detail: "SETTINGS not acknowledged within \(settings.settingsTimeout.nanoseconds / 1_000_000_000) s")
+            session.fail(error)
+            onEvent(.connectionError(error))
             writeOutput(context: context)
             context.close(promise: nil)
         }

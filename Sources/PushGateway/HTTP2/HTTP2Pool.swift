@@ -356,6 +356,11 @@ final class HTTP2Pool: Sendable {
         case .draining:
             state.withLock { s in if case .ready = s.slots[slot] { s.slots[slot] = .draining } }
             pumpAll()
+        case .connectionError(let error):
+            metrics.connectionErrors(error.code).increment()
+            logger.warning("the provider API broke HTTP/2; the connection is closed", metadata: [
+                "app": "\(endpoint.key)", "code": "\(error.code.name)", "detail": "\(error.detail)",
+            ])
         case .closed:
             metrics.streams[slot].record(0)
             let (reconnect, delay): (Bool, Duration) = state.withLock { s in
@@ -445,6 +450,10 @@ final class HTTP2PoolMetrics: Sendable {
     let latency: LatencyHistogram
     /// The app's label value.
     let app: String
+    /// Connections this side ended for a broken rule or limit (SPEC section 13), by GOAWAY code.
+    private let errorCounters: [HTTP2Wire.ErrorCode: Counter]
+
+    func connectionErrors(_ code: HTTP2Wire.ErrorCode) -> Counter { errorCounters[code]! }
 
     /// A token was taken for a batch of requests: its age, and the renewals since the last look.
     func tokenUsed(_ tokens: ProviderTokenCache, now: Int64) {
@@ -463,5 +472,10 @@ final class HTTP2PoolMetrics: Sendable {
         tokenAge = Gauge(label: "pushworker_provider_token_age_seconds", dimensions: [("app", app)])
         tokenRenewals = FollowingCounter(Counter(label: "pushworker_provider_token_renewals_total", dimensions: [("app", app)]))
         latency = LatencyHistograms.process.histogram("pushworker_http2_response_latency_seconds", labels: [("app", app)])
+        var errorCounters: [HTTP2Wire.ErrorCode: Counter] = [:]
+        for code in HTTP2Wire.ErrorCode.allCases {
+            errorCounters[code] = Counter(label: "pushworker_http2_connection_errors_total", dimensions: [("app", app), ("code", code.name)])
+        }
+        self.errorCounters = errorCounters
     }
 }
