@@ -197,17 +197,8 @@ import Testing
                     topic: "notifications", partition: 0, offset: Int64(batch.count), timestamp: Int64(timestamp), key: nil, value: Array(value.utf8)))
             }
         }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await producer.run() }
-            let (records, continuation) = AsyncStream.makeStream(of: [KafkaRecord].self)
-            continuation.yield(batch)
-            continuation.finish()
-            try? await pipeline.run(records: records)
-            #expect(await pipeline.drain(timeout: .seconds(10)), "\(pipeline.snapshot)")
-            #expect(pipeline.snapshot.errorsByReason == [.expired: 6])
-            _ = await pipeline.stop()
-            producer.stop()
-        }
+        #expect(await Self.settleOnePoll(batch, pipeline: pipeline, producer: producer) == 0)
+        #expect(pipeline.snapshot.errorsByReason == [.expired: 6])
         let errors = try await kafka.errorEvents()
         #expect(errors.count == 6)
         #expect(errors.allSatisfy { $0["reason"]?.stringValue == "expired" && $0["attempts"]?.integerValue == 0 })

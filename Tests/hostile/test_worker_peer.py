@@ -22,8 +22,10 @@ import harness  # noqa: E402
 
 
 class HostileServer:
-    """A TLS server (the test PKI's server certificate, ALPN h2) whose connections run `behaviour`: a function of
-    (connection) that answers the worker. It records the GOAWAY codes the worker sent and how many requests came."""
+    """A TLS server (the test PKI's server certificate, ALPN h2) whose connections run a behaviour: a function of
+    (connection) that answers the worker. `attack(behaviour)` gives it to the next connection only (the ones after
+    behave), so that a case meets its attack once. It records the GOAWAY codes the worker sent and how many requests
+    came."""
 
     def __init__(self, pki):
         self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -37,6 +39,10 @@ class HostileServer:
         self.requests = 0
         self.live = set()
         threading.Thread(target=self.accept, daemon=True).start()
+
+    def attack(self, behaviour):
+        with self.lock:
+            self.behaviour = behaviour
 
     def cut(self):
         """Closes every open connection: the worker's next connection meets the current behaviour."""
@@ -54,7 +60,9 @@ class HostileServer:
                 raw, _ = self.listener.accept()
             except OSError:
                 return
-            threading.Thread(target=self.serve, args=(raw, self.behaviour), daemon=True).start()
+            with self.lock:
+                behaviour, self.behaviour = self.behaviour, well_behaved
+            threading.Thread(target=self.serve, args=(raw, behaviour), daemon=True).start()
 
     def serve(self, raw, behaviour):
         try:
@@ -285,15 +293,14 @@ ATTACKS = [
 
 
 def settle(world):
-    """Every event produced so far gets its outcome once the server behaves again."""
-    world.server.behaviour = well_behaved
+    """Every event produced so far gets its outcome (the server behaves after each attack)."""
     assert world.wait(lambda: world.outcomes() >= world.produced, 60), f"{world.outcomes()} of {world.produced} outcomes"
 
 
 def attack_with(world, behaviour):
-    """Every event so far settled, the worker's next connections meet `behaviour`."""
+    """Every event so far settled, the worker's next connection meets `behaviour`."""
     settle(world)
-    world.server.behaviour = behaviour
+    world.server.attack(behaviour)
     world.server.cut()
 
 
