@@ -495,7 +495,7 @@ public final class Pipeline: RecordSink {
             if Expiration.hasPassed(expiration, now: now / 1000) {
                 let failed = event.event(in: staging)
                 staging.removeSubrange(event.staged)
-                return expired(failed, expiration, now: now, source: source)
+                return expired(failed, expiration, endpoint: index, now: now, source: source)
             }
             return .deliver(held, StagedFrame(token: event.token, payload: event.payload, expiration: expiration, priority: event.priority))
         }
@@ -523,7 +523,7 @@ public final class Pipeline: RecordSink {
                 let request = try APNsRequest(
                     event: event, app: http2Apps[index]!, recordTimestamp: recordSeconds, defaultTTL: configuration.defaultTTLSeconds)
                 if Expiration.hasPassed(request.expiration, now: now / 1000) {
-                    return expired(event, request.expiration, now: now, source: source)
+                    return expired(event, request.expiration, endpoint: index, now: now, source: source)
                 }
                 requests.append(HTTP2Delivery(ticket: DeliveryTicket(0), request: request))
                 return .deliverHTTP2(held)
@@ -536,11 +536,16 @@ public final class Pipeline: RecordSink {
     }
 
     /// SPEC section 2: an event already past its expiration when it is read is not sent; it is reported at once,
-    /// not after waiting for a connection (and checked again before each send).
-    private func expired(_ event: NotificationEvent, _ expiration: UInt32, now: Int64, source: () -> RecordSource) -> Decoded {
-        .reject(DeliveryErrorEvent(
+    /// not after waiting for a connection (and checked again before each send). Its error event names the
+    /// environment its endpoint resolved to, as a delivered event's would.
+    private func expired(
+        _ event: NotificationEvent, _ expiration: UInt32, endpoint index: Int, now: Int64, source: () -> RecordSource
+    ) -> Decoded {
+        var error = DeliveryErrorEvent(
             failed: event, reason: .expired, status: nil, detail: Expiration.passedDetail(expiration), attempts: 0,
-            source: source(), occurredAt: now))
+            source: source(), occurredAt: now)
+        if error.environment == nil { error.environment = configuration.endpoints[index].environment.rawValue }
+        return .reject(error)
     }
 
     /// SPEC section 10: an event to a suppressed token ends as `token_suppressed`, unless its `token_registered_at`

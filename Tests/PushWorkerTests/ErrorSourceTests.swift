@@ -202,6 +202,8 @@ import Testing
         let errors = try await kafka.errorEvents()
         #expect(errors.count == 6)
         #expect(errors.allSatisfy { $0["reason"]?.stringValue == "expired" && $0["attempts"]?.integerValue == 0 })
+        // The events name no environment: their error events carry the one their app resolved to.
+        #expect(errors.allSatisfy { $0["environment"]?.stringValue == "production" })
     }
 
     /// Puts `batch` through `pipeline` as one poll, waits until all of it is settled, then stops both; returns how
