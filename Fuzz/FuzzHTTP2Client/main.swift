@@ -3,7 +3,12 @@
 // The first byte of the input picks how the rest is cut into reads, and with its high bit set the session reads as
 // while its writes do not drain (acknowledgements counted against their limit).
 //
+// The reads go through the session as a connection's do, a sequence of frames per read with the clock advancing 10
+// ms per byte of a read (so SPEC section 13's rates are met and exceeded), and what was read is discarded after each.
+//
 // Whatever comes in, the session must not trap, and:
+// - what is kept of the input after a read is at most one frame (the rest of an incomplete one);
+// - at most the 4 streams it opened are open;
 // - its output is always whole frames, and a connection error leaves GOAWAY as the last of them;
 // - a response's status is one RFC 9110 allows (100 to 599) or none;
 // - what it hands out names only streams it opened, and a stream that has ended (END_STREAM or RST_STREAM) is
@@ -45,14 +50,21 @@ runFuzzer { bytes in
     var buffer = ByteBuffer()
     var ended = Set<UInt32>([7])
     var offset = 0
+    var now: Int64 = 0
     reading: while offset < input.count {
         let end = min(input.count, offset + step)
         buffer.writeBytes(input[offset..<end])
         offset = end
+        now += Int64(step) * 10_000_000
+        defer {
+            buffer.keepOnlyUnread()
+            precondition(buffer.readableBytes < 9 + HTTP2Wire.maxFrameSize, "more than a frame kept after a read")
+            precondition(session.openStreams <= 4, "\(session.openStreams) streams open")
+        }
         while true {
             let event: HTTP2ClientSession.Event?
             do {
-                event = try session.next(from: &buffer)
+                event = try session.next(from: &buffer, now: now)
             } catch {
                 precondition(checkFrames(session.takeOutput()) == HTTP2Wire.goAway, "a connection error without GOAWAY last")
                 break reading
@@ -66,6 +78,7 @@ runFuzzer { bytes in
                 (stream, ends) = (id, endStream)
             case .data(let id, _, let endStream): (stream, ends) = (id, endStream)
             case .reset(let id, _): (stream, ends) = (id, true)
+            case .streamError(let id, _): (stream, ends) = (id, true)
             case .settings, .goAway: continue
             }
             precondition([1, 3, 5].contains(stream), "an event on stream \(stream), which was not open")

@@ -3,12 +3,18 @@
 // into reads (so frames and header blocks arrive split anywhere); every request handed out is answered, alternately
 // 200 and 400 with a body (so the flow-controlled path runs too).
 //
+// The reads go through the session as a connection's do, a sequence of frames per read with the clock advancing 10
+// ms per byte of a read (so SPEC section 13's rates are met and exceeded), and what was read is discarded after each.
+//
 // Whatever comes in, the session must not trap, and:
+// - what is kept of the input after a read is at most one frame (the rest of an incomplete one, or the preface);
+// - at most the advertised 4 streams are open, acknowledged or not;
 // - its output is always whole frames, and a connection error leaves GOAWAY as the last of them;
 // - a request is handed out only for an odd stream id the client opened, each stream at most once, never one reset
 //   as malformed; its stream waits for the answer until answered, and takes it.
 import FuzzSupport
 import NIOCore
+import PushCore
 @testable import PushSimulator
 
 private let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
@@ -40,14 +46,21 @@ runFuzzer { bytes in
     var handedOut = Set<UInt32>()
     var answered = 0
     var offset = 0
+    var now: Int64 = 0
     reading: while offset < input.count {
         let end = min(input.count, offset + step)
         buffer.writeBytes(input[offset..<end])
         offset = end
+        now += Int64(step) * 10_000_000
+        defer {
+            buffer.keepOnlyUnread()
+            precondition(buffer.readableBytes < 9 + HTTP2Wire.maxFrameSize, "more than a frame kept after a read")
+            precondition(session.openStreams <= 4, "\(session.openStreams) streams open")
+        }
         while true {
             let event: HTTP2ServerSession.Event?
             do {
-                event = try session.next(from: &buffer)
+                event = try session.next(from: &buffer, now: now)
             } catch {
                 let written = frames(session.takeOutput())
                 precondition(written.last?.type == 0x7, "a connection error without GOAWAY last")
