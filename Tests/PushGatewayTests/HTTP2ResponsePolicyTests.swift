@@ -66,9 +66,10 @@ import Testing
         #expect(second == .resend(delay: .milliseconds(200)))
         #expect(effects == .init(tooManyRequests: true))  // the pool makes the delay the device token's
         var e = Self.delivery()
-        let (providerTokens, notPaced) = decide(429, "TooManyProviderTokenUpdates", &e)
+        let (providerTokens, retired) = decide(429, "TooManyProviderTokenUpdates", &e)
         #expect(providerTokens == .resend(delay: .milliseconds(100)))
-        #expect(notPaced == .init())
+        // Not paced per device token; the connection that may not switch tokens yet takes no more requests.
+        #expect(retired == .init(retireConnection: true))
         #expect(decide(500, "InternalServerError", &d).0
             == .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .failed(.retriesExhausted, status: nil, detail: "InternalServerError"), attempts: 1, httpStatus: 500)))
     }

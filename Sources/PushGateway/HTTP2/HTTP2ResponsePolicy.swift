@@ -29,7 +29,9 @@ public struct HTTP2ResponsePolicy: Sendable {
     public struct Effects: Sendable, Equatable {
         /// 403 ExpiredProviderToken: renew the provider token now.
         public var renewToken = false
-        /// 503 Shutdown: the connection takes no new streams.
+        /// 503 Shutdown, or 429 TooManyProviderTokenUpdates: the connection takes no new streams. (A connection
+        /// refused a new token may not switch yet, and every request on it with that token would draw the same
+        /// answer; its replacement starts with the current token, which a new connection may always do.)
         public var retireConnection = false
         /// Another 403: the app's credentials are refused; its connections back off, the reason goes to `/readyz`.
         public var credentialsRefused: String?
@@ -71,7 +73,9 @@ public struct HTTP2ResponsePolicy: Sendable {
             return (counted(&delivery, detail, status: status, now: now), effects)
         case .tooManyRequests:
             // TooManyProviderTokenUpdates is about the provider token, not the device's: paced per notification.
-            effects.tooManyRequests = response.knownReason != .tooManyProviderTokenUpdates
+            let providerToken = response.knownReason == .tooManyProviderTokenUpdates
+            effects.tooManyRequests = !providerToken
+            effects.retireConnection = providerToken
             return (counted(&delivery, detail, status: status, now: now), effects)
         case .serverError(let retire):
             effects.retireConnection = retire
