@@ -106,7 +106,7 @@ public final class GatewaySimulator: Service, Sendable {
             }
             var check = APIRequestCheck(
                 verifier: verifier, invalidTokens: configuration.invalidTokens, unregistered: configuration.unregistered)
-            check.minimumRenewalInterval = configuration.tokenLifetimeSeconds / 3
+            check.minimumRenewalInterval = configuration.tokenRenewalIntervalSeconds ?? configuration.tokenLifetimeSeconds / 3
             apiCheck = check
         } else {
             apiCheck = nil

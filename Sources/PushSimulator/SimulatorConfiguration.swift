@@ -47,6 +47,10 @@ public struct SimulatorConfiguration: Sendable {
     /// replaced only after a third of it (429 TooManyProviderTokenUpdates): Apple's hour and 20 minutes by default,
     /// seconds to exercise a worker's renewals.
     public var tokenLifetimeSeconds: Int64 = 3600
+    /// Seconds a connection's token must be in use before another may replace it (429 TooManyProviderTokenUpdates
+    /// before); nil for a third of ``tokenLifetimeSeconds``. Longer than the lifetime, no connection can switch
+    /// tokens at all: a provider must open new connections to renew.
+    public var tokenRenewalIntervalSeconds: Int64?
     /// Tokens answered 410 Unregistered, with the timestamp (milliseconds) the answer carries.
     public var unregistered: [[UInt8]: Int64] = [:]
     /// After this many answered requests, a connection sends GOAWAY naming the last and closes.

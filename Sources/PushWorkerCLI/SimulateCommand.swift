@@ -65,6 +65,10 @@ struct SimulateCommand: AsyncParsableCommand {
         name: .customLong("token-lifetime-s"),
         help: "API: refuse provider tokens older than N seconds (403 ExpiredProviderToken) and a connection's new token within N/3 (429 TooManyProviderTokenUpdates); Apple's 3600 by default, less to exercise renewals.")
     var tokenLifetimeS: Int64 = 3600
+    @Option(
+        name: .customLong("token-renewal-s"),
+        help: "API: a connection's token may be replaced only after N seconds (429 TooManyProviderTokenUpdates before); a third of --token-lifetime-s by default. Longer than the lifetime, no connection may switch tokens.")
+    var tokenRenewalS: Int64?
     @Option(help: "API: the SETTINGS_MAX_CONCURRENT_STREAMS of a connection.") var maxConcurrentStreams = 1000
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "notice"
 
@@ -84,6 +88,7 @@ struct SimulateCommand: AsyncParsableCommand {
         // Upper bounds keep every delay inside what the event loops' timers can count (nanoseconds in 64 bits).
         guard (0...Self.maxDelayMs).contains(responseDelayMs) else { throw ValidationError("--response-delay-ms must be 0 to \(Self.maxDelayMs)") }
         guard (3...Int64(Self.maxSeconds)).contains(tokenLifetimeS) else { throw ValidationError("--token-lifetime-s must be 3 to \(Self.maxSeconds)") }
+        if let tokenRenewalS, !(0...Int64(Self.maxSeconds)).contains(tokenRenewalS) { throw ValidationError("--token-renewal-s must be 0 to \(Self.maxSeconds)") }
         guard (1...Int(Int32.max)).contains(maxConcurrentStreams) else { throw ValidationError("--max-concurrent-streams must be at least 1") }
         if let apiPort, !(0...65535).contains(apiPort) { throw ValidationError("ports are 0...65535") }
         if tokenKey != nil, teamID == nil || keyID == nil { throw ValidationError("--token-key needs --team-id and --key-id") }
@@ -122,6 +127,7 @@ struct SimulateCommand: AsyncParsableCommand {
         c.rate503 = rate503
         c.responseDelayMilliseconds = responseDelayMs
         c.tokenLifetimeSeconds = tokenLifetimeS
+        c.tokenRenewalIntervalSeconds = tokenRenewalS
         c.maxConcurrentStreams = maxConcurrentStreams
         do {
             if let unregistered { c.unregistered = try parseUnregisteredList(try readTextFile(unregistered, option: "--unregistered")) }

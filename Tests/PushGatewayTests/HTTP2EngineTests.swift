@@ -15,6 +15,9 @@ import Testing
         var recorded: [RecordedRequest]
         var summary: String
         var tokenRenewals = 0
+        /// The simulator's answers by "STATUS Reason", and the API connections it accepted.
+        var answers: [String: Int] = [:]
+        var apiConnections = 0
     }
 
     static func run(
@@ -85,10 +88,12 @@ import Testing
         #expect(settled, "\(engine.held) deliveries without an outcome")
         let renewals = engine.providerTokens(of: endpoint.key)?.renewalCount ?? 0
         _ = await engine.stopAll()
-        let summary = "\(simulator.summary)"
+        let counts = simulator.summary
         let recorded = simulator.recordedRequests
         await simulator.stop()
-        return Result(outcomes: outcomes.withLock { $0 }, recorded: recorded, summary: summary, tokenRenewals: renewals)
+        return Result(
+            outcomes: outcomes.withLock { $0 }, recorded: recorded, summary: "\(counts)", tokenRenewals: renewals,
+            answers: counts.apiAnswers, apiConnections: counts.apiConnections)
     }
 
     static func token(_ i: Int) -> [UInt8] {
@@ -213,6 +218,25 @@ import Testing
         #expect(r.recorded.count == 800)
         #expect((1...3).contains(r.tokenRenewals), "\(r.tokenRenewals) renewals: \(r.summary)")
         #expect(!r.summary.contains("TooManyProviderTokenUpdates"), "\(r.summary)")
+    }
+
+    /// A gateway on which no connection may switch tokens (renewal interval past the lifetime): each connection
+    /// refused a new token is replaced, so TooManyProviderTokenUpdates answers only the requests it had open then.
+    @Test(.timeLimit(.minutes(2))) func aConnectionRefusedANewTokenIsReplacedNotAskedAgain() async throws {
+        let batch = 25
+        let r = try await Self.run(count: 32 * batch, connections: 3, paced: (batches: 32, every: .milliseconds(250))) {
+            $0.tokenLifetimeSeconds = 3
+            $0.tokenRenewalIntervalSeconds = 3600
+        }
+        #expect(r.outcomes.count == 800)
+        #expect(r.outcomes.values.allSatisfy { $0.count == 1 && $0[0].result == .accepted }, "\(r.summary)")
+        #expect(r.recorded.count == 800)
+        #expect((1...3).contains(r.tokenRenewals), "\(r.tokenRenewals) renewals: \(r.summary)")
+        // Each renewal reaches the connections open then; each refuses at most the batch it had in flight.
+        let refused = r.answers["429 TooManyProviderTokenUpdates", default: 0]
+        #expect(refused <= r.tokenRenewals * 3 * batch, "\(refused) refusals: \(r.summary)")
+        // Each renewal went into use on new connections.
+        #expect(r.apiConnections > 3, "\(r.summary)")
     }
 
     @Test(.timeLimit(.minutes(2))) func retriesEndAsRetriesExhaustedWithTheLastReason() async throws {

@@ -157,7 +157,7 @@ import Testing
 
     /// The simulator's delays and times, past what its timers can count, exit 2 naming the option (checked before
     /// its certificates are read: these files do not exist).
-    @Test(arguments: ["--read-delay-ms", "--error-delay-ms", "--response-delay-ms", "--token-lifetime-s", "--unregistered-after-s"])
+    @Test(arguments: ["--read-delay-ms", "--error-delay-ms", "--response-delay-ms", "--token-lifetime-s", "--token-renewal-s", "--unregistered-after-s"])
     func simulatorDelaysOutOfRangeExitTwoNamingTheOption(option: String) throws {
         let result = try run(["simulate", "--cert", "/nonexistent/c.pem", "--key", "/nonexistent/k.pem", "--ca", "/nonexistent/ca.pem",
                               option, "9223372036854775807"])

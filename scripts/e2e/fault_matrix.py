@@ -116,6 +116,12 @@ SCENARIOS = [
     # Tokens live 3 s on this API: the worker's expires during the run (403 ExpiredProviderToken) and is renewed.
     Scenario("http2: provider token expiring midway", http2=True, faults=["--token-lifetime-s", "3"], no_duplicates=True,
              expect_answer="403 ExpiredProviderToken", token_renewals=True),
+    # The same, but no connection may switch tokens (Apple's renewal rule past the token's lifetime): each connection
+    # refused the renewed token (429 TooManyProviderTokenUpdates) is replaced by one that starts with it, so the
+    # answer is not drawn again request after request (a storm would exhaust the events' attempts).
+    Scenario("http2: no connection may switch provider tokens", http2=True,
+             faults=["--token-lifetime-s", "3", "--token-renewal-s", "3600"], no_duplicates=True, max_writes=2,
+             expect_answer="429 TooManyProviderTokenUpdates", token_renewals=True),
     Scenario("http2: worker SIGKILLed twice", http2=True, kills=2),
 ]
 
