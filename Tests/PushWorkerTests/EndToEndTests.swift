@@ -177,6 +177,36 @@ func produceEvents(_ servers: String, _ values: [String]) async throws {
 }
 
 @Suite(.serialized) struct ReplayEndToEndTests {
+    /// What each replay test starts from: a broker with `notifications` (`partitions`) and `notification-errors`, and
+    /// an empty folder. `remove()` stops the broker and deletes the folder.
+    struct Stage {
+        let broker: Broker
+        let folder: String
+        var servers: String { broker.bootstrapServers }
+
+        init(_ name: String, partitions: Int32 = 1) throws {
+            broker = try Broker()
+            folder = NSTemporaryDirectory() + "replay-\(name)-\(getpid())"
+            do {
+                try KafkaAdmin.createTopics(bootstrapServers: broker.bootstrapServers, [("notifications", partitions), ("notification-errors", 1)])
+                try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            } catch {
+                broker.stop()
+                throw error
+            }
+        }
+
+        func remove() {
+            broker.stop()
+            try? FileManager.default.removeItem(atPath: folder)
+        }
+    }
+
+    /// An event for the one app, to the device token numbered `token`.
+    static func event(_ id: String, token: Int) -> String {
+        #"{"id":"\#(id)","app":"com.example.app","token":"\#(String(format: "%064x", token))","payload":{"aps":{"alert":"x"}}}"#
+    }
+
     /// `pushworker simulate` recording to `folder`, and `folder/worker.yaml` for one app delivered to it, with
     /// `extra` (a YAML line) added.
     static func simulatorAndConfiguration(folder: String, servers: String, extra: String) throws -> Child {
@@ -202,14 +232,10 @@ func produceEvents(_ servers: String, _ values: [String]) async throws {
     }
 
     @Test func aReplayAppliesTokenSuppression() async throws {
-        let broker = try Broker()
-        defer { broker.stop() }
-        let servers = broker.bootstrapServers
-        try KafkaAdmin.createTopics(bootstrapServers: servers, [("notifications", 1), ("notification-errors", 1)])
+        let stage = try Stage("suppression")
+        defer { stage.remove() }
+        let servers = stage.servers, folder = stage.folder
         try KafkaAdmin.createTopics(bootstrapServers: servers, [("suppressed-tokens", 1)], config: ["cleanup.policy": "compact"])
-        let folder = NSTemporaryDirectory() + "replay-suppression-\(getpid())"
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: folder) }
         let binary = BuiltExecutable.path("pushworker")
         let simulator = try Self.simulatorAndConfiguration(folder: folder, servers: servers, extra: "suppression: {topic: suppressed-tokens}")
         defer { simulator.killNow() }
@@ -242,18 +268,14 @@ func produceEvents(_ servers: String, _ values: [String]) async throws {
     /// A replay whose notifications cannot get an outcome (the gateway is gone) says how many in its summary and
     /// exits 1 once its drain deadline has passed: it is not complete, and whoever runs it must know.
     @Test func aReplayLeavingNotificationsWithoutAnOutcomeSaysSoAndExitsOne() async throws {
-        let broker = try Broker()
-        defer { broker.stop() }
-        let servers = broker.bootstrapServers
-        try KafkaAdmin.createTopics(bootstrapServers: servers, [("notifications", 1), ("notification-errors", 1)])
-        let folder = NSTemporaryDirectory() + "replay-incomplete-\(getpid())"
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let stage = try Stage("incomplete")
+        defer { stage.remove() }
+        let servers = stage.servers, folder = stage.folder
         // The configuration names the simulator's gateway; the simulator is then gone: every connection is refused.
         let simulator = try Self.simulatorAndConfiguration(folder: folder, servers: servers, extra: "")
         simulator.killNow()
         try await produceEvents(servers, (0..<5).map {
-            #"{"id":"gone-\#($0)","app":"com.example.app","token":"\#(String(format: "%064x", 0x4000 + $0))","payload":{"aps":{"alert":"x"}}}"#
+            Self.event("gone-\($0)", token: 0x4000 + $0)
         })
         let replay = try Child(
             BuiltExecutable.path("pushworker"), ["replay", "--config", "\(folder)/worker.yaml", "--to-earliest", "--drain-deadline", "2"])
@@ -268,13 +290,9 @@ func produceEvents(_ servers: String, _ values: [String]) async throws {
     /// 300 records past `max_in_flight` (100), the pipeline waits for room before the drain begins, and the replay
     /// still ends within the deadline, saying what got no outcome and what was not read (together the whole range).
     @Test(.timeLimit(.minutes(1))) func aReplayThatStallsBeforeItsDrainEndsAtTheDeadline() async throws {
-        let broker = try Broker()
-        defer { broker.stop() }
-        let servers = broker.bootstrapServers
-        try KafkaAdmin.createTopics(bootstrapServers: servers, [("notifications", 1), ("notification-errors", 1)])
-        let folder = NSTemporaryDirectory() + "replay-stalled-\(getpid())"
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let stage = try Stage("stalled")
+        defer { stage.remove() }
+        let servers = stage.servers, folder = stage.folder
         // An HTTP/2 app whose API is gone: nothing admitted gets an outcome, so reading waits for room.
         try """
             kafka: {brokers: "\(servers)"}
@@ -285,7 +303,7 @@ func produceEvents(_ servers: String, _ values: [String]) async throws {
             log: {level: warning}
             """.write(toFile: "\(folder)/worker.yaml", atomically: true, encoding: .utf8)
         try await produceEvents(servers, (0..<300).map {
-            #"{"id":"stall-\#($0)","app":"com.example.app","token":"\#(String(format: "%064x", 0x5000 + $0))","payload":{"aps":{"alert":"x"}}}"#
+            Self.event("stall-\($0)", token: 0x5000 + $0)
         })
         let replay = try Child(
             BuiltExecutable.path("pushworker"), ["replay", "--config", "\(folder)/worker.yaml", "--to-earliest", "--drain-deadline", "2"])
@@ -302,17 +320,13 @@ func produceEvents(_ servers: String, _ values: [String]) async throws {
 
     /// `--from-offset P:O` replays partition P from O and nothing of the partitions it does not name.
     @Test func aReplayFromOffsetsReplaysOnlyThePartitionsItNames() async throws {
-        let broker = try Broker()
-        defer { broker.stop() }
-        let servers = broker.bootstrapServers
-        try KafkaAdmin.createTopics(bootstrapServers: servers, [("notifications", 3), ("notification-errors", 1)])
-        let folder = NSTemporaryDirectory() + "replay-partitions-\(getpid())"
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let stage = try Stage("partitions", partitions: 3)
+        defer { stage.remove() }
+        let servers = stage.servers, folder = stage.folder
         let simulator = try Self.simulatorAndConfiguration(folder: folder, servers: servers, extra: "")
         defer { simulator.killNow() }
         try await produceEvents(servers, (0..<90).map {
-            #"{"id":"p-\#($0)","app":"com.example.app","token":"\#(String(format: "%064x", 0x6000 + $0))","payload":{"aps":{"alert":"x"}}}"#
+            Self.event("p-\($0)", token: 0x6000 + $0)
         })
         let all = try await KafkaReplayReader(properties: ["bootstrap.servers": servers, "log_level": "3"], topic: "notifications", start: .earliest).readAll()
         let inZero = all.filter { $0.partition == 0 }
@@ -325,19 +339,15 @@ func produceEvents(_ servers: String, _ values: [String]) async throws {
     }
 
     @Test func aTimeRangeIsResentExactlyAndTheGroupsOffsetsStay() async throws {
-        let broker = try Broker()
-        defer { broker.stop() }
-        let servers = broker.bootstrapServers
-        try KafkaAdmin.createTopics(bootstrapServers: servers, [("notifications", 2), ("notification-errors", 1)])
-        let folder = NSTemporaryDirectory() + "replay-\(getpid())"
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let stage = try Stage("range", partitions: 2)
+        defer { stage.remove() }
+        let servers = stage.servers, folder = stage.folder
         let binary = BuiltExecutable.path("pushworker")
         let simulator = try Self.simulatorAndConfiguration(folder: folder, servers: servers, extra: "delivery: {acceptance_window_ms: 1000}")
         defer { simulator.killNow() }
 
         func event(_ name: String, _ i: Int) -> String {
-            #"{"id":"\#(name)\#(i)","app":"com.example.app","token":"\#(String(format: "%064x", (name == "early" ? 0x1000 : 0x2000) + i))","payload":{"aps":{"alert":"x"}}}"#
+            Self.event("\(name)\(i)", token: (name == "early" ? 0x1000 : 0x2000) + i)
         }
         try await produceEvents(servers, (0..<100).map { event("early", $0) })
         // The range starts at the next whole second after the early events.
