@@ -237,7 +237,7 @@ import Yams
         let dashboard = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         let panels = try #require(dashboard["panels"] as? [[String: Any]])
         #expect(panels.count >= 6)
-        let readme = try Self.text("\(TestPKI.root)/README.md")
+        let readme = try Self.text("\(TestPKI.root)/docs/monitoring.md")
         let metric = try Regex(#"pushworker_[a-z_]+"#)
         var graphed = Set<String>()
         for panel in panels {
@@ -252,7 +252,7 @@ import Yams
         for name in graphed {
             let documented = ["_bucket", "_count", "_sum"].reduce(name) { $0.hasSuffix($1) ? String($0.dropLast($1.count)) : $0 }
             let isDocumented = readme.contains("`\(documented)")
-            #expect(isDocumented, "\(name) is not a metric the README documents")
+            #expect(isDocumented, "\(name) is not a metric docs/monitoring.md documents")
         }
     }
 }

@@ -436,7 +436,7 @@ final class HTTP2Pool: Sendable {
     }
 }
 
-/// The HTTP/2 pool's metrics (README "Operations"): responses by status and reason are made as they come.
+/// The HTTP/2 pool's metrics (docs/monitoring.md): responses by status and reason are made as they come.
 final class HTTP2PoolMetrics: Sendable {
     /// Streams open per connection slot.
     let streams: [Gauge]
