@@ -99,14 +99,13 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // The worker: the pipeline that joins Kafka, validation and delivery; the demo.
+        // The worker: the pipeline that joins Kafka, validation and delivery.
         .target(
             name: "PushWorker",
             dependencies: [
                 "PushCore",
                 "PushGateway",
                 "PushKafka",
-                "PushSimulator",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Yams", package: "Yams"),
@@ -117,6 +116,19 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        // `pushworker demo`: the worker, the simulator in-process and a throwaway PKI, on the mock cluster.
+        .target(
+            name: "PushDemo",
+            dependencies: [
+                "PushCore",
+                "PushGateway",
+                "PushKafka",
+                "PushSimulator",
+                "PushWorker",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -132,6 +144,7 @@ let package = Package(
                 "PushGateway",
                 "PushSimulator",
                 "PushWorker",
+                "PushDemo",
                 "PushKafka",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -224,7 +237,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushWorkerTests",
-            dependencies: ["PushWorker", "PushTestSupport", "PushKafka", "PushCore", "PushGateway", "PushSimulator",
+            dependencies: ["PushWorker", "PushDemo", "PushTestSupport", "PushKafka", "PushCore", "PushGateway", "PushSimulator",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "NIOEmbedded", package: "swift-nio"),
                            .product(name: "Prometheus", package: "swift-prometheus"),

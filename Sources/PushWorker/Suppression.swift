@@ -129,6 +129,11 @@ public struct SuppressionService: Service {
         }
     }
 
+    /// Stops following the topic: ``run()`` returns (for callers that run the service outside a service group).
+    public func stop() {
+        reader.stop()
+    }
+
     /// A topic that is not compacted keeps every record it ever had (or drops suppressions with its retention):
     /// worth a warning, not a refusal.
     private func checkCleanupPolicy() async {

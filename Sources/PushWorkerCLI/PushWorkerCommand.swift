@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import PushCore
+import PushDemo
 import PushWorker
 
 #if canImport(Glibc)

@@ -6,6 +6,7 @@ import PushGateway
 import PushTestSupport
 import Testing
 
+@testable import PushDemo
 @testable import PushWorker
 
 @Suite struct CertificateExpiryTests {

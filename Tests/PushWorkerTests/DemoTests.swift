@@ -3,6 +3,7 @@ import NIOSSL
 import PushTestSupport
 import Synchronization
 import Testing
+@testable import PushDemo
 @testable import PushWorker
 
 /// The demo runs the worker's pipeline end to end (mock cluster, simulator over TLS); its summary is checked here.

@@ -5,6 +5,7 @@ import PushKafka
 import PushTestSupport
 import Testing
 
+@testable import PushDemo
 @testable import PushWorker
 
 @Suite struct ServiceNamesTests {

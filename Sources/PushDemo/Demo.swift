@@ -4,6 +4,7 @@ import PushCore
 import PushGateway
 import PushKafka
 import PushSimulator
+import PushWorker
 import Synchronization
 
 /// `pushworker demo`: the whole flow on an embedded default — librdkafka's in-process mock cluster as Kafka, the
@@ -195,7 +196,7 @@ public enum Demo {
 
             let unsettled = await pipeline.stop()
             consumer.stop()  // its final commit, on its own thread, covers everything settled
-            suppressionReader.reader.stop()
+            suppressionReader.stop()
             producer.stop()
             try await group.waitForAll()
             let servers = cluster.bootstrapServers
