@@ -44,8 +44,6 @@ let package = Package(
         .target(name: "CPushSHA"),
         // The JSON reader's and the device token's sixteen-byte steps (SSE2), inline in its header. No I/O.
         .target(name: "CPushScan"),
-        // glibc's allocator settings for the executable (mallopt; see AllocatorSettings.swift).
-        .target(name: "CPushAllocator"),
         // Collections of our own for the long queues of held notifications (chunked: no doubling, memory given back).
         .target(name: "PushCollections", swiftSettings: strict),
         // librdkafka (Debian: librdkafka-dev), with the mock cluster header.
@@ -139,7 +137,6 @@ let package = Package(
         .target(
             name: "PushWorkerCLI",
             dependencies: [
-                "CPushAllocator",
                 "PushCore",
                 "PushGateway",
                 "PushSimulator",

@@ -1,4 +1,3 @@
 import PushWorkerCLI
 
-AllocatorSettings.apply()
 await PushWorkerCommand.runAndExit()

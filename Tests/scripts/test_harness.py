@@ -60,3 +60,28 @@ def test_thread_usage_splits_the_same_cpu_and_counts_page_faults():
     finally:
         child.kill()
         child.wait()
+
+
+def worker_tunables(tmp_path, monkeypatch, given):
+    """What GLIBC_TUNABLES the harness's worker process sees, with `given` (or nothing) in the caller's environment."""
+    seen = tmp_path / "tunables"
+    binary = tmp_path / "pushworker"
+    binary.write_text(f'#!/bin/sh\nprintf "%s" "${{GLIBC_TUNABLES-unset}}" > {seen}\n')
+    binary.chmod(0o755)
+    if given is None:
+        monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    else:
+        monkeypatch.setenv("GLIBC_TUNABLES", given)
+    worker = harness.Worker(str(binary), "unused.yaml", str(tmp_path), 0)
+    assert worker.process.wait(timeout=10) == 0
+    return seen.read_text()
+
+
+def test_the_worker_runs_with_the_images_allocator_settings(tmp_path, monkeypatch):
+    image = harness.image_environment("GLIBC_TUNABLES")
+    assert image and "glibc.malloc.top_pad=" in image
+    assert worker_tunables(tmp_path, monkeypatch, None) == image
+
+
+def test_the_callers_allocator_settings_win(tmp_path, monkeypatch):
+    assert worker_tunables(tmp_path, monkeypatch, "glibc.malloc.top_pad=131072") == "glibc.malloc.top_pad=131072"

@@ -277,6 +277,14 @@ log:
     return path
 
 
+def image_environment(name):
+    """The value deploy/Dockerfile's ENV gives `name` (None when it gives none): the worker runs here as in the image."""
+    dockerfile = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy", "Dockerfile")
+    with open(dockerfile) as f:
+        match = re.search(rf"\b{name}=(\S+)", f.read())
+    return match.group(1) if match else None
+
+
 class Worker:
     """`pushworker run`; its CPU time and peak RSS come from /proc while it runs."""
 
@@ -286,6 +294,10 @@ class Worker:
         self.started = time.time()
         # The worker refuses PUSHWORKER_* variables it does not know; the harness's configuration file says it all.
         environment = {k: v for k, v in os.environ.items() if not k.startswith("PUSHWORKER_")}
+        # The allocator's settings are the image's (its top pad), unless the caller's environment sets its own.
+        tunables = image_environment("GLIBC_TUNABLES")
+        if tunables:
+            environment.setdefault("GLIBC_TUNABLES", tunables)
         self.process = subprocess.Popen([binary, "run", "--config", config], stdout=self.log, stderr=self.log,
                                         env=environment)
 
