@@ -541,11 +541,11 @@ public final class Pipeline: RecordSink {
     private func expired(
         _ event: NotificationEvent, _ expiration: UInt32, endpoint index: Int, now: Int64, source: () -> RecordSource
     ) -> Decoded {
-        var error = DeliveryErrorEvent(
-            failed: event, reason: .expired, status: nil, detail: Expiration.passedDetail(expiration), attempts: 0,
-            source: source(), occurredAt: now)
-        if error.environment == nil { error.environment = configuration.endpoints[index].environment.rawValue }
-        return .reject(error)
+        var failed = event
+        failed.environment = endpointKeys[index].environment
+        return .reject(DeliveryErrorEvent(
+            failed: failed, reason: .expired, status: nil, detail: Expiration.passedDetail(expiration), attempts: 0,
+            source: source(), occurredAt: now))
     }
 
     /// SPEC section 10: an event to a suppressed token ends as `token_suppressed`, unless its `token_registered_at`
