@@ -68,7 +68,7 @@ let engineBenchmarks: @Sendable () -> Void = {
                 gatewayPort: simulator.gatewayPort, feedbackHost: "127.0.0.1", feedbackPort: 1, connections: connections,
                 format: .frame, certificatePath: "\(pki)/app.pem", privateKeyPath: "\(pki)/app-key.pem",
                 caPath: "\(pki)/ca.pem")
-            let engine = try DeliveryEngine(endpoints: [endpoint], configuration: configuration) { _ in }
+            let engine = try BoundedDeliveryEngine(endpoints: [endpoint], configuration: configuration) { _ in }
             let payload = Array(#"{"aps":{"alert":{"title":"Your order has shipped","body":"Order #48213 is on its way and arrives Tuesday."},"badge":3,"sound":"default"},"order":{"id":48213,"carrier":"ups","eta":"2026-11-24"},"x":"0123456789"}"#.utf8)
             let deliveries = (0..<count).map { i in
                 Delivery(
@@ -118,7 +118,7 @@ let http2EngineBenchmarks: @Sendable () -> Void = {
                     host: "127.0.0.1", port: simulator.apiPort!,
                     authentication: .token(teamID: "TEAM123456", keyID: "KEY1234567", signingKeyPath: "\(pki)/AuthKey_KEY1234567.p8")))
             let failures = Atomic<Int>(0)
-            let engine = try DeliveryEngine(endpoints: [endpoint], configuration: configuration) { outcomes in
+            let engine = try BoundedDeliveryEngine(endpoints: [endpoint], configuration: configuration) { outcomes in
                 let failed = outcomes.count { $0.result != .accepted }
                 if failed > 0 { failures.add(failed, ordering: .relaxed) }
             }

@@ -129,14 +129,15 @@ public final class Worker: Sendable {
         logger.info("shutting down: fetching stopped, finishing what is in flight", metadata: ["deadline": "\(shutdownDeadline)"])
         consumer.suspendFetching()
         let deadline = ContinuousClock.now.advanced(by: shutdownDeadline)
+        // Held records settle: their outcomes come in and their output events are acknowledged.
         let drained = await pipeline.drain(timeout: shutdownDeadline)
-        // Output events of settled records must reach the broker before their offsets are committed.
+        // Other output events (the feedback poller's) reach the broker too before offsets are committed.
         while (producer.unacknowledged > 0 || pipeline.pendingOutputs > 0) && ContinuousClock.now < deadline && !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(10))
         }
         let unsettled = await pipeline.stop()
         if !drained || unsettled > 0 {
-            logger.warning("deadline reached: notifications without an outcome stay uncommitted", metadata: ["unsettled": "\(unsettled)"])
+            logger.warning("deadline reached: records not settled stay uncommitted", metadata: ["unsettled": "\(unsettled)"])
         }
     }
 }

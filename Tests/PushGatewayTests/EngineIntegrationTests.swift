@@ -55,11 +55,11 @@ struct Harness {
     }
 
     /// Starts a simulator and an engine, runs `body`, stops both.
-    func run<T: Sendable>(_ body: (GatewaySimulator, DeliveryEngine, OutcomeLog, SimulatorAddresses) async throws -> T) async throws -> T {
+    func run<T: Sendable>(_ body: (GatewaySimulator, BoundedDeliveryEngine, OutcomeLog, SimulatorAddresses) async throws -> T) async throws -> T {
         let simulator = try GatewaySimulator(configuration: simulator)
         let addresses = try await simulator.start()
         let log = OutcomeLog()
-        let engine = try DeliveryEngine(endpoints: [endpoint(addresses)], configuration: delivery) { log.add($0) }
+        let engine = try BoundedDeliveryEngine(endpoints: [endpoint(addresses)], configuration: delivery) { log.add($0) }
         engine.start()
         do {
             let result = try await body(simulator, engine, log, addresses)
@@ -91,7 +91,7 @@ func deliveries(
 
 func ticket(ofToken token: [UInt8]) -> Int { Int(token[0]) << 8 | Int(token[1]) }
 
-extension DeliveryEngine {
+extension BoundedDeliveryEngine {
     /// Waits for every outcome (the test fails rather than hangs if that takes over a minute).
     func settle() async {
         let drained = await drain(timeout: .seconds(60))

@@ -53,7 +53,7 @@ import Testing
         delivery.jitterSeed = 7
         if let tokenRefresh { delivery.tokenRefreshSeconds = tokenRefresh }
         let outcomes = Mutex<[DeliveryTicket: [DeliveryOutcome]]>([:])
-        let engine = try DeliveryEngine(endpoints: [endpoint], configuration: delivery, logger: quiet) { batch in
+        let engine = try BoundedDeliveryEngine(endpoints: [endpoint], configuration: delivery, logger: quiet) { batch in
             outcomes.withLock { o in for outcome in batch { o[outcome.ticket, default: []].append(outcome) } }
         }
         engine.start()

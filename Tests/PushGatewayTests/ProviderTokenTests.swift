@@ -41,7 +41,7 @@ import Testing
                 http2: HTTP2Endpoint(host: "127.0.0.1", port: 1, authentication: .token(teamID: "TEAM123456", keyID: key, signingKeyPath: TestPKI.path("AuthKey_KEY1234567.p8"))))
         }
         let endpoints = [app("com.example.one", key: "KEY1234567"), app("com.example.two", key: "KEY1234567"), app("com.example.three", key: "OTHERKEY00")]
-        let engine = try DeliveryEngine(endpoints: endpoints, configuration: DeliveryConfiguration()) { _ in }
+        let engine = try BoundedDeliveryEngine(endpoints: endpoints, configuration: DeliveryConfiguration()) { _ in }
         let caches = endpoints.map { engine.providerTokens(of: $0.key) }
         #expect(caches.allSatisfy { $0 != nil })
         #expect(caches[0] === caches[1])
