@@ -192,9 +192,11 @@ final class GatewayConnectionHandler: ChannelInboundHandler {
             failure = description
             if !ready, case NIOSSLError.handshakeFailed = error {
                 handshakeRefused = true
-            } else if ready, machine.acceptedCount == 0, error is BoringSSLError, description.contains("_ALERT_") {
+            } else if ready, machine.acceptedCount == 0, case BoringSSLError.sslError = error {
                 // TLS 1.3: the client's side of the handshake ends before the gateway has checked its certificate,
-                // so a refusal arrives as an alert on the first read. Nothing was delivered on this connection.
+                // so a refusal arrives as a TLS alert on the first read (swift-nio-ssl keeps the alert's code
+                // private: any TLS error before the first acceptance counts as the refusal). Nothing was
+                // delivered on this connection.
                 handshakeRefused = true
             }
         }

@@ -12,8 +12,8 @@ public struct ProducerTopic: Hashable, Sendable {
 /// What to do once the broker has a message.
 enum Acknowledgement: Sendable {
     case none
-    /// Handed, with the others of the same poll, to the producer's ticket handler.
-    case ticket(LedgerTicket)
+    /// Handed, with the others of the same poll, to the producer's acknowledgement handler.
+    case tag(UInt64)
     case callback(@Sendable () -> Void)
 }
 
@@ -26,18 +26,24 @@ public struct OutgoingMessage: Sendable {
     var attempts = 0
     let acknowledgement: Acknowledgement
 
-    /// A message whose acknowledgement settles an output of the ledger record `ticket`.
-    public init(topic: ProducerTopic, key: [UInt8]?, value: [UInt8]?, ticket: LedgerTicket) {
+    /// A message whose acknowledgement hands `tag` (the sender's number for what it settles) back to the
+    /// acknowledgement handler.
+    public init(topic: ProducerTopic, key: [UInt8]?, value: [UInt8]?, tag: UInt64) {
         self.topic = topic
         self.key = key
         self.value = value
-        acknowledgement = .ticket(ticket)
+        acknowledgement = .tag(tag)
+    }
+
+    /// The tag it carries, if any.
+    public var tag: UInt64? {
+        if case .tag(let tag) = acknowledgement { tag } else { nil }
     }
 }
 
 /// Produces the output events (librdkafka): `acks=all`, idempotence and compression by default. A message is
 /// never dropped: a delivery failure puts it back in the outbox and it is produced again. Acknowledgements of
-/// messages carrying a ledger ticket go to the ticket handler in one batch per poll; others run their callback.
+/// messages carrying a tag go to the acknowledgement handler in one batch per poll; others run their callback.
 /// Everything touching librdkafka happens on the producer's own thread, which keeps the topic handles. That thread
 /// sleeps in `rd_kafka_poll` until a delivery report arrives, a message is queued or it is stopped (both wake it
 /// through the poll's queue), or a second passes.
@@ -48,7 +54,7 @@ public final class KafkaProducer: Sendable {
     private nonisolated(unsafe) let pollQueue: OpaquePointer
     private let outbox = Mutex(ProducerOutbox())
     private let topicNames = Mutex<[String]>([])
-    private let ticketHandler = Mutex<(@Sendable ([LedgerTicket]) -> Void)?>(nil)
+    private let tagHandler = Mutex<(@Sendable ([UInt64]) -> Void)?>(nil)
     private let thread: ProducerThreadState
     private let stopRequested = Atomic<Bool>(false)
     private let logger: Logger
@@ -79,9 +85,9 @@ public final class KafkaProducer: Sendable {
         }
     }
 
-    /// Sets who hears of acknowledged messages that carry a ledger ticket (on the producer thread, a batch per poll).
-    public func onAcknowledged(_ handler: @escaping @Sendable ([LedgerTicket]) -> Void) {
-        ticketHandler.withLock { $0 = handler }
+    /// Sets who hears of acknowledged messages that carry a tag (on the producer thread, a batch per poll).
+    public func onAcknowledged(_ handler: @escaping @Sendable ([UInt64]) -> Void) {
+        tagHandler.withLock { $0 = handler }
     }
 
     /// Queues messages, under one lock.
@@ -99,7 +105,7 @@ public final class KafkaProducer: Sendable {
     }
 
     /// Messages not yet acknowledged by the broker: waiting in the outbox, being produced, or produced and awaiting
-    /// the broker's answer (``ProducerOutbox``). An acknowledged message stops counting once the ticket handler or
+    /// the broker's answer (``ProducerOutbox``). An acknowledged message stops counting once the acknowledgement handler or
     /// its callback has run.
     public var unacknowledged: Int { outbox.withLock { $0.unacknowledged } }
 
@@ -142,13 +148,13 @@ public final class KafkaProducer: Sendable {
     private func handOver() {
         if !thread.acknowledged.isEmpty {
             let count = thread.acknowledged.count
-            let tickets = thread.acknowledged.compactMap { m -> LedgerTicket? in
-                if case .ticket(let t) = m.acknowledgement { return t }
+            let tags = thread.acknowledged.compactMap { m -> UInt64? in
+                if case .tag(let tag) = m.acknowledgement { return tag }
                 if case .callback(let callback) = m.acknowledgement { callback() }
                 return nil
             }
             thread.acknowledged.removeAll(keepingCapacity: true)
-            if !tickets.isEmpty, let handler = ticketHandler.withLock({ $0 }) { handler(tickets) }
+            if !tags.isEmpty, let handler = tagHandler.withLock({ $0 }) { handler(tags) }
             outbox.withLock { $0.acknowledged(count) }
         }
         if !thread.failed.isEmpty {

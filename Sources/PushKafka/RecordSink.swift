@@ -2,10 +2,17 @@ import Crdkafka
 import DequeModule
 import Synchronization
 
+/// Identifies a polled record's topic without naming it: equal for records of one topic (a name is a string made
+/// on each call).
+public struct PolledTopic: Hashable {
+    let handle: UnsafeRawPointer
+}
+
 /// A record as polled, valid only during ``RecordSink/consume(_:)``: its bytes are librdkafka's, not a copy.
 public struct PolledRecord {
-    /// Identifies the record's topic without naming it (librdkafka's topic handle): equal for records of one topic.
-    public let topicHandle: UnsafeRawPointer
+    public var polledTopic: PolledTopic { PolledTopic(handle: topicHandle) }
+    /// librdkafka's topic handle.
+    let topicHandle: UnsafeRawPointer
     public let partition: Int32
     public let offset: Int64
     /// UNIX milliseconds, -1 when the broker gave none.

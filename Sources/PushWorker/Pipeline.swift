@@ -155,11 +155,11 @@ public final class Pipeline: RecordSink {
         }
         staging.removeAll(keepingCapacity: true)
         var decoded = DecodedBatch(now: wallClock(), capacity: batch.count, staging: staging)
-        var run: (handle: UnsafeRawPointer, partition: Int32)?
+        var run: (topic: PolledTopic, partition: Int32)?
         for i in 0..<batch.count {
             let r = batch[i]
-            if run == nil || run!.handle != r.topicHandle || run!.partition != r.partition {
-                run = (r.topicHandle, r.partition)
+            if run == nil || run!.topic != r.polledTopic || run!.partition != r.partition {
+                run = (r.polledTopic, r.partition)
                 decoded.startRun(r.topicPartition)
             }
             decoded.add(offset: r.offset, timestamp: r.timestamp, value: r.value, admission)

@@ -10,10 +10,10 @@ import Synchronization
 public protocol OutputSink: AnyObject, Sendable {
     /// The number of an output topic (the same name gives the same topic).
     func topic(_ name: String) -> ProducerTopic
-    /// Queues messages; each acknowledgement comes back, with its ticket, to the acknowledgement handler.
+    /// Queues messages; each acknowledgement hands its message's tag back to the acknowledgement handler.
     func produce(_ messages: [OutgoingMessage])
     /// Sets who hears of acknowledged messages.
-    func onAcknowledged(_ handler: @escaping @Sendable ([LedgerTicket]) -> Void)
+    func onAcknowledged(_ handler: @escaping @Sendable ([UInt64]) -> Void)
 }
 
 extension KafkaProducer: OutputSink {}
@@ -44,7 +44,7 @@ final class RecordKeeper: Sendable {
         self.suppression = suppression
         self.logger = logger
         self.wallClock = wallClock
-        sink.onAcknowledged { [weak self] tickets in self?.acknowledged(tickets) }
+        sink.onAcknowledged { [weak self] tags in self?.acknowledged(tags.map(LedgerTicket.init(rawValue:))) }
     }
 
     var counts: PipelineCounts { metrics.counts }

@@ -154,3 +154,10 @@ struct DeliveryReport {
         return w.bytes
     }
 }
+
+extension OutgoingMessage {
+    /// An output event of the held record `ticket`: its acknowledgement settles one of the record's outputs.
+    init(topic: ProducerTopic, key: [UInt8]?, value: [UInt8]?, ticket: LedgerTicket) {
+        self.init(topic: topic, key: key, value: value, tag: ticket.rawValue)
+    }
+}

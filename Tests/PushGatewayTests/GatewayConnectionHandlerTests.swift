@@ -1,5 +1,6 @@
 import NIOCore
 import NIOEmbedded
+import NIOSSL
 import NIOTLS
 import PushCore
 import Synchronization
@@ -204,6 +205,22 @@ struct Connection {
         #expect(c.ends[0].0 == .dropped(carriedNotifications: true))
         #expect(c.ends[0].1.resend.map(\.ticket) == [1, 2, 3])
         #expect(c.ends[0].1.resend.map(\.transientFailures) == [1, 0, 0])
+    }
+
+    /// TLS 1.3 ends the client's handshake before the gateway has checked its certificate: a TLS error on the
+    /// first read, with nothing accepted yet, is the refusal; any other error is a dropped connection.
+    @Test(arguments: [true, false]) func aTLSErrorBeforeTheFirstAcceptanceIsARefusal(tlsError: Bool) throws {
+        let c = try Connection(queued: [])
+        c.handshake()
+        let error: any Error = tlsError ? BoringSSLError.sslError([]) : ChannelError.ioOnClosedChannel
+        c.channel.pipeline.fireErrorCaught(error)
+        c.channel.embeddedEventLoop.run()
+        #expect(c.ends.count == 1)
+        if case .handshakeRefused = c.ends[0].0 {
+            #expect(tlsError)
+        } else {
+            #expect(!tlsError, "\(c.ends[0].0)")
+        }
     }
 
     @Test func stoppingHandsBackWhatIsInFlightUncounted() throws {

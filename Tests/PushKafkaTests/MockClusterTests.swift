@@ -462,7 +462,7 @@ import Testing
 /// A graceful shutdown waits until the producer has nothing unacknowledged; the records an acknowledgement settles
 /// must have heard of it by then, so a message stops counting only after its ticket was handed over.
 @Suite struct ProducerAcknowledgementTests {
-    @Test(.timeLimit(.minutes(1))) func messagesCountAsUnacknowledgedUntilTheirTicketsAreHandedOver() async throws {
+    @Test(.timeLimit(.minutes(1))) func messagesCountAsUnacknowledgedUntilTheirTagsAreHandedOver() async throws {
         let cluster = try KafkaMockCluster()
         try cluster.createTopic("outputs", partitions: 2)
         let producer = try KafkaProducer(properties: ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"])
@@ -476,11 +476,11 @@ import Testing
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await producer.run() }
             producer.produce((0..<count).map {
-                OutgoingMessage(topic: topic, key: Array("k\($0)".utf8), value: Array("v\($0)".utf8), ticket: LedgerTicket(rawValue: UInt64($0)))
+                OutgoingMessage(topic: topic, key: Array("k\($0)".utf8), value: Array("v\($0)".utf8), tag: UInt64($0))
             })
             var tickets = 0
             for await (n, unacknowledged) in handedOver {
-                #expect(unacknowledged >= n, "the messages whose tickets are being handed over still count")
+                #expect(unacknowledged >= n, "the messages whose tags are being handed over still count")
                 tickets += n
                 if tickets >= count { break }
             }
@@ -509,7 +509,7 @@ import Testing
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await producer.run() }
             producer.produce((0..<count).map {
-                OutgoingMessage(topic: topic, key: nil, value: Array("v\($0)".utf8), ticket: LedgerTicket(rawValue: UInt64($0)))
+                OutgoingMessage(topic: topic, key: nil, value: Array("v\($0)".utf8), tag: UInt64($0))
             })
             var tickets = 0
             for await n in handedOver {
@@ -535,12 +535,12 @@ import Testing
         let producer = try KafkaProducer(properties: ["bootstrap.servers": cluster.bootstrapServers, "log_level": "3"])
         let (acknowledged, continuation) = AsyncStream.makeStream(of: Int.self)
         let topic = producer.topic("outputs")
-        producer.onAcknowledged { tickets in for t in tickets { continuation.yield(Int(t.rawValue)) } }
+        producer.onAcknowledged { tags in for tag in tags { continuation.yield(Int(tag)) } }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await producer.run(idlePollMilliseconds: 3_600_000) }
             var heard = acknowledged.makeAsyncIterator()
             for round in 0..<20 {
-                producer.produce([OutgoingMessage(topic: topic, key: nil, value: Array("v\(round)".utf8), ticket: LedgerTicket(rawValue: UInt64(round)))])
+                producer.produce([OutgoingMessage(topic: topic, key: nil, value: Array("v\(round)".utf8), tag: UInt64(round))])
                 #expect(await heard.next() == round)
             }
             producer.stop()
@@ -558,7 +558,7 @@ import Testing
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await producer.run(idlePollMilliseconds: 3_600_000) }
             // One message through first: the thread is running and then goes back to its idle poll.
-            producer.produce([OutgoingMessage(topic: producer.topic("outputs"), key: nil, value: [1], ticket: LedgerTicket(rawValue: 1))])
+            producer.produce([OutgoingMessage(topic: producer.topic("outputs"), key: nil, value: [1], tag: 1)])
             var heard = acknowledged.makeAsyncIterator()
             #expect(await heard.next() == 1)
             producer.stop()

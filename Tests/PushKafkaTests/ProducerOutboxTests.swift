@@ -5,7 +5,7 @@ import Testing
 /// step from the queue to the broker's acknowledgement.
 @Suite struct ProducerOutboxTests {
     static func message(_ n: Int) -> OutgoingMessage {
-        OutgoingMessage(topic: ProducerTopic(index: 0), key: Array("m\(n)".utf8), value: [], ticket: LedgerTicket(rawValue: UInt64(n)))
+        OutgoingMessage(topic: ProducerTopic(index: 0), key: Array("m\(n)".utf8), value: [], tag: UInt64(n))
     }
 
     static func keys(_ messages: some Sequence<OutgoingMessage>) -> [String] {

@@ -37,7 +37,7 @@ import Testing
 
     /// Keeps what is produced; acknowledges it when the test says so.
     final class FakeSink: OutputSink {
-        private let state = Mutex<(names: [String], messages: [OutgoingMessage], handler: (@Sendable ([LedgerTicket]) -> Void)?)>(([], [], nil))
+        private let state = Mutex<(names: [String], messages: [OutgoingMessage], handler: (@Sendable ([UInt64]) -> Void)?)>(([], [], nil))
         private let signal = IdleSignal()
 
         func topic(_ name: String) -> ProducerTopic {
@@ -53,7 +53,7 @@ import Testing
             signal.signal()
         }
 
-        func onAcknowledged(_ handler: @escaping @Sendable ([LedgerTicket]) -> Void) { state.withLock { $0.handler = handler } }
+        func onAcknowledged(_ handler: @escaping @Sendable ([UInt64]) -> Void) { state.withLock { $0.handler = handler } }
 
         /// Waits until `count` messages were produced (within a minute); returns them by topic name.
         func messages(count: Int) async -> [(topic: String, message: OutgoingMessage)] {
@@ -62,8 +62,8 @@ import Testing
         }
 
         func acknowledgeAll() {
-            let (tickets, handler) = state.withLock { s in (s.messages.map(\.ticket), s.handler) }
-            handler?(tickets)
+            let (tags, handler) = state.withLock { s in (s.messages.compactMap(\.tag), s.handler) }
+            handler?(tags)
         }
     }
 

@@ -175,8 +175,5 @@ import Testing
 }
 
 extension OutgoingMessage {
-    var ticket: LedgerTicket {
-        guard case .ticket(let ticket) = acknowledgement else { preconditionFailure("a message without a ticket") }
-        return ticket
-    }
+    var ticket: LedgerTicket { LedgerTicket(rawValue: tag!) }
 }
