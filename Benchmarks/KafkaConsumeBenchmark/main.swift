@@ -55,7 +55,7 @@ precondition(kcatLines == count, "kcat read \(kcatLines) of \(count)")
 let consumer = try KafkaConsumer(
     properties: ["bootstrap.servers": servers, "group.id": "bench-\(getpid())", "log_level": "3",
                  "session.timeout.ms": "6000", "receive.message.max.bytes": "1000000000"],
-    topics: [topic], maxOutstanding: 100_000)
+    topics: [topic], maxHeld: 100_000)
 let consumeStart = ContinuousClock.now
 var firstRecord: ContinuousClock.Instant?
 var received = 0

@@ -129,7 +129,7 @@ public enum Demo {
         let consumer = try KafkaConsumer(
             properties: ["bootstrap.servers": cluster.bootstrapServers, "group.id": "pushworker-demo", "log_level": "3",
                          "session.timeout.ms": "6000", "auto.commit.interval.ms": "200"],
-            topics: [inputTopic], maxOutstanding: 10_000, sink: pipeline, logger: quiet)
+            topics: [inputTopic], maxHeld: 10_000, sink: pipeline, logger: quiet)
 
         let samples = sampleEvents(now: Int64(Date().timeIntervalSince1970))
         // Sent once the first round has settled: to the two tokens the gateways reported gone.

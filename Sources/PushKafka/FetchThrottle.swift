@@ -1,17 +1,17 @@
-/// Decides which partitions the consumer pauses and resumes, from the pipeline's unsettled records and the
+/// Decides which partitions the consumer pauses and resumes, from the pipeline's held records and the
 /// assignment. Pure: the consumer's poll loop asks it once per turn and applies the answer.
 ///
-/// - Hold before pausing: at `limit` unsettled records the consumer first stops polling (``Action/hold``) for up to
+/// - Hold before pausing: at `limit` held records the consumer first stops polling (``Action/hold``) for up to
 ///   `holdLimit`, without pausing. Pausing drops librdkafka's prefetched records, and they are fetched again on
 ///   resume: a backlog read through a full pipeline was fetched several times over (most of librdkafka's CPU on a
 ///   broker that answers a fetch with all it has). A hold that sees the count fall to three quarters of `limit`
 ///   ends, and polling goes on with nothing dropped; one that lasts `holdLimit` (a gateway that is down) pauses.
 ///   A hold serves no rebalance (those are served inside the poll), so `holdLimit` is short.
-/// - Hysteresis: fetching pauses at `limit` unsettled records and resumes only at three quarters of it, because
+/// - Hysteresis: fetching pauses at `limit` held records and resumes only at three quarters of it, because
 ///   pausing drops librdkafka's prefetched records (they are fetched again on resume).
 /// - A new assignment while full is paused too.
 /// - A resume names every partition paused since the last resume, assigned now or not. librdkafka keeps a
-///   partition's pause across revocation and reassignment, and a rebalance makes the unsettled records of revoked
+///   partition's pause across revocation and reassignment, and a rebalance makes the held records of revoked
 ///   partitions stop counting, so the resume often comes while the paused partitions are not assigned. Resuming
 ///   only the assignment of that moment left them paused when they came back: the consumer stayed assigned and
 ///   idle for good after a broker restart or a member joining under a full pipeline.
@@ -46,35 +46,35 @@ public struct FetchThrottle: Sendable, Equatable {
 
     /// The action to apply now, if any.
     /// - Parameters:
-    ///   - outstanding: records polled and not yet settled (`Int.max` while fetching is suspended for shutdown:
+    ///   - held: records polled and not yet settled (`Int.max` while fetching is suspended for shutdown:
     ///     that pauses at once, held or not).
     ///   - assignment: the partitions assigned now.
     ///   - generation: a number that changes whenever the assignment changes.
     ///   - now: the time, for the hold.
     public mutating func next(
-        outstanding: Int, assignment: [TopicPartition], generation: Int, now: ContinuousClock.Instant = .now
+        held: Int, assignment: [TopicPartition], generation: Int, now: ContinuousClock.Instant = .now
     ) -> Action? {
         if let started = holdStarted {
-            if outstanding <= limit * 3 / 4 {
+            if held <= limit * 3 / 4 {
                 holdStarted = nil
                 return nil
             }
-            if outstanding != .max && now < started.advanced(by: holdLimit) { return .hold }
+            if held != .max && now < started.advanced(by: holdLimit) { return .hold }
             holdStarted = nil
-        } else if outstanding >= limit && outstanding != .max && !paused && holdLimit > .zero {
+        } else if held >= limit && held != .max && !paused && holdLimit > .zero {
             holdStarted = now
             holds += 1
             return .hold
         }
-        if outstanding >= limit {
+        if held >= limit {
             guard !paused || generation != pausedGeneration else { return nil }
             paused = true
             pausedGeneration = generation
             pausedPartitions.formUnion(assignment)
-            if outstanding != .max { pauses += 1 }
+            if held != .max { pauses += 1 }
             return .pause(assignment)
         }
-        guard paused, outstanding <= limit * 3 / 4 else { return nil }
+        guard paused, held <= limit * 3 / 4 else { return nil }
         paused = false
         let resumed = pausedPartitions.sorted()
         pausedPartitions = []

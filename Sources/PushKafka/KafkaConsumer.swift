@@ -23,7 +23,7 @@ public struct KafkaRecord: Sendable, Hashable {
 /// blocks the cooperative pool. Each poll's records go to the ``RecordSink`` (the worker's pipeline and its
 /// in-flight ledger) on that thread, borrowed, without a copy. Offsets are stored only for the sink's settled
 /// prefixes and committed by librdkafka's auto-commit, and synchronously when partitions are revoked and on close.
-/// When the sink's ``RecordSink/pressure`` reaches `maxOutstanding`, the assigned partitions are paused: fetching
+/// When the sink's ``RecordSink/pressure`` reaches `maxHeld`, the assigned partitions are paused: fetching
 /// stops, nothing is dropped (``FetchThrottle`` decides when and which: a resume names every partition paused since
 /// the last one, so that a rebalance while paused cannot leave partitions paused for good). Records librdkafka fetches
 /// again in a resumed partition are dropped before the sink sees them (``FetchPositions``). On a broker that answers
@@ -38,7 +38,7 @@ public final class KafkaConsumer: Sendable {
     public var offsets: RecordStream { sink as! RecordStream }
     private nonisolated(unsafe) let client: OpaquePointer
     private let context: RebalanceContext
-    private let maxOutstanding: Int
+    private let maxHeld: Int
     private let holdBeforePause: Duration
     private let maxBatch: Int
     private let watch: FetchAnswerWatch
@@ -54,12 +54,12 @@ public final class KafkaConsumer: Sendable {
     ///   - properties: librdkafka properties (bootstrap.servers, group.id, security, ...). The consumer sets
     ///     `enable.auto.offset.store=false` and `auto.offset.reset=earliest` unless given.
     ///   - sink: who takes the records; by default a ``RecordStream``.
-    ///   - holdBeforePause: how long the consumer stops polling at `maxOutstanding` before it pauses fetching
+    ///   - holdBeforePause: how long the consumer stops polling at `maxHeld` before it pauses fetching
     ///     (``FetchThrottle``): a pipeline that drains within it keeps librdkafka's prefetched records.
     ///   - idlePace: how long each empty fetch answer at once is held while idle on a broker that answers empty
     ///     fetches at once (zero: never; a record that arrives meanwhile waits at most this long).
     public init(
-        properties: [String: String], topics: [String], maxOutstanding: Int, maxBatch: Int = 1000,
+        properties: [String: String], topics: [String], maxHeld: Int, maxBatch: Int = 1000,
         holdBeforePause: Duration = .seconds(1), idlePace: Duration = KafkaConsumer.defaultIdlePace,
         sink: (any RecordSink)? = nil, logger: Logger = Logger(label: "pushworker.kafka.consumer")
     ) throws(KafkaError) {
@@ -81,7 +81,7 @@ public final class KafkaConsumer: Sendable {
         client = try configuration.makeClient(RD_KAFKA_CONSUMER)
         self.watch = watch
         self.context = context
-        self.maxOutstanding = maxOutstanding
+        self.maxHeld = maxHeld
         self.holdBeforePause = holdBeforePause
         self.maxBatch = maxBatch
         self.logger = logger
@@ -147,13 +147,13 @@ public final class KafkaConsumer: Sendable {
         return total
     }
 
-    /// Whether fetching is paused because the sink holds `maxOutstanding` unsettled records.
+    /// Whether fetching is paused because the sink holds `maxHeld` records.
     public var isPaused: Bool { pausedFlag.load(ordering: .relaxed) }
 
-    /// How many times polling was held at `maxOutstanding` (``FetchThrottle``), since the start.
+    /// How many times polling was held at `maxHeld` (``FetchThrottle``), since the start.
     public var fetchHolds: Int { holdCount.load(ordering: .relaxed) }
 
-    /// How many times fetching paused at `maxOutstanding` (a hold that did not drain in time, or a new assignment
+    /// How many times fetching paused at `maxHeld` (a hold that did not drain in time, or a new assignment
     /// while full; not the pause of a graceful shutdown), since the start. Each pause drops what librdkafka
     /// prefetched, to be fetched again on resume.
     public var fetchPauses: Int { pauseCount.load(ordering: .relaxed) }
@@ -172,7 +172,7 @@ public final class KafkaConsumer: Sendable {
     public var fetchAnswersAtOnce: Int { watch.answers }
 
     private func pollLoop() {
-        var throttle = FetchThrottle(limit: maxOutstanding, holdLimit: holdBeforePause)
+        var throttle = FetchThrottle(limit: maxHeld, holdLimit: holdBeforePause)
         var positions = FetchPositions()
         var watchedGeneration = -1
         let messages = UnsafeMutableBufferPointer<UnsafeMutablePointer<rd_kafka_message_t>>.allocate(capacity: maxBatch)
@@ -184,7 +184,7 @@ public final class KafkaConsumer: Sendable {
         if watch.pace > .zero { watch.attach(queue) }
         while !stopRequested.load(ordering: .relaxed) {
             // Suspended (graceful shutdown) counts as full: fetching stops, the group membership and commits go on.
-            let outstanding = suspended.load(ordering: .relaxed) ? Int.max : sink.pressure
+            let held = suspended.load(ordering: .relaxed) ? Int.max : sink.pressure
             // The rebalance callback runs inside rd_kafka_consumer_poll on this thread: the assignment read here
             // is the one the action applies to.
             let assignment = context.assignmentAndGeneration
@@ -193,7 +193,7 @@ public final class KafkaConsumer: Sendable {
                 watchedGeneration = assignment.generation
                 watch.reset()
             }
-            if let action = throttle.next(outstanding: outstanding, assignment: assignment.partitions, generation: assignment.generation) {
+            if let action = throttle.next(held: held, assignment: assignment.partitions, generation: assignment.generation) {
                 holdCount.store(throttle.holds, ordering: .relaxed)
                 pauseCount.store(throttle.pauses, ordering: .relaxed)
                 if action == .hold {

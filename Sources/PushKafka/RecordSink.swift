@@ -65,7 +65,7 @@ public protocol RecordSink: AnyObject, Sendable {
     func revoked(_ partitions: [TopicPartition]) -> [(TopicPartition, Int64)]
     /// The partitions whose committable offsets moved since the last call, with those offsets.
     func takeCommittable() -> [(TopicPartition, Int64)]
-    /// How full the sink is, compared with the consumer's `maxOutstanding`: fetching pauses at that number.
+    /// How full the sink is, compared with the consumer's `maxHeld`: fetching pauses at that number.
     var pressure: Int { get }
 }
 
@@ -74,7 +74,7 @@ public protocol RecordSink: AnyObject, Sendable {
 public final class RecordStream: RecordSink {
     public let records: AsyncStream<[KafkaRecord]>
     private let continuation: AsyncStream<[KafkaRecord]>.Continuation
-    private let ledger = Mutex(InFlightLedger<Int64>())
+    private let ledger = Mutex(HeldLedger<Int64>())
 
     public init() {
         (records, continuation) = AsyncStream.makeStream(of: [KafkaRecord].self)
@@ -86,7 +86,7 @@ public final class RecordStream: RecordSink {
         for i in 0..<batch.count { copies.append(batch[i].copy) }
         ledger.withLock { l in
             for r in copies {
-                _ = l.admit(slot: l.slot(for: r.topicPartition), offset: r.offset, group: InFlightLedger<Int64>.noGroup, entry: r.offset)
+                _ = l.admit(slot: l.slot(for: r.topicPartition), offset: r.offset, group: HeldLedger<Int64>.noGroup, entry: r.offset)
             }
         }
         continuation.yield(copies)
@@ -95,10 +95,10 @@ public final class RecordStream: RecordSink {
     public func assigned(_ partitions: [TopicPartition]) { ledger.withLock { $0.assign(partitions) } }
     public func revoked(_ partitions: [TopicPartition]) -> [(TopicPartition, Int64)] { ledger.withLock { $0.revoke(partitions) } }
     public func takeCommittable() -> [(TopicPartition, Int64)] { ledger.withLock { $0.takeCommittable() } }
-    public var pressure: Int { outstanding }
+    public var pressure: Int { held }
 
-    /// Records consumed and not yet settled.
-    public var outstanding: Int { ledger.withLock { $0.count } }
+    /// Records held: consumed and not yet settled.
+    public var held: Int { ledger.withLock { $0.count } }
 
     /// Settles a record (its offset may be committed once every record before it is settled too).
     public func outcomeKnown(_ record: KafkaRecord) {

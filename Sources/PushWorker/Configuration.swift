@@ -89,7 +89,7 @@ public struct WorkerConfiguration: Sendable, Equatable {
     public var kafka = Kafka()
     public var apps: [App] = []
     /// The most entries `apps` may list: each is a group of the in-flight ledger.
-    public static let maxApps = InFlightLedger<Never>.groupLimit
+    public static let maxApps = HeldLedger<Never>.groupLimit
     public var caFile: String?
     public var delivery = Delivery()
     /// The compacted topic of suppressed tokens shared by every instance (SPEC section 10); nil: no suppression.

@@ -148,7 +148,7 @@ final class PipelineMetrics: Sendable {
         ($0, Counter(label: "pushworker_delivery_errors_total", dimensions: [("reason", $0.rawValue)]))
     })
     /// Records held: admitted and not yet settled.
-    let held = Gauge(label: "pushworker_in_flight")
+    let held = Gauge(label: "pushworker_held_records")
     /// From the Kafka record's timestamp to acceptance by the gateway.
     let latency = LatencyHistograms.process.histogram("pushworker_delivery_latency_seconds")
 

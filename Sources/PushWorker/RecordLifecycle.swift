@@ -9,10 +9,10 @@ import PushKafka
 ///
 /// A record is *held* from admission until it is settled: its outcome is known and every output event it writes
 /// is acknowledged by the broker. The held count is the worker's only measure of what it has in flight: fetching
-/// pauses on it and a drain waits for it to reach zero. Its ledger (``InFlightLedger``) keeps the records in
+/// pauses on it and a drain waits for it to reach zero. Its ledger (``HeldLedger``) keeps the records in
 /// offset order, so the committable offset moves with the settled prefix of each partition.
 struct RecordLifecycle: Sendable {
-    private var ledger: InFlightLedger<HeldEvent>
+    private var ledger: HeldLedger<HeldEvent>
     let topics: OutputTopics
     /// Per endpoint, its app and environment (a suppression record names them).
     private let endpoints: [AppKey]
@@ -20,7 +20,7 @@ struct RecordLifecycle: Sendable {
     init(endpoints: [AppKey], topics: OutputTopics) {
         self.endpoints = endpoints
         self.topics = topics
-        ledger = InFlightLedger(groups: endpoints.count)
+        ledger = HeldLedger(groups: endpoints.count)
     }
 
     /// Records held: admitted and not yet settled.
@@ -81,7 +81,7 @@ struct RecordLifecycle: Sendable {
                     ledger.admit(slot: slot, offset: offset, group: held.endpoint + 1, entry: held)
                 } else {
                     ledger.admit(
-                        slot: slot, offset: offset, group: InFlightLedger<HeldEvent>.noGroup, entry: nil,
+                        slot: slot, offset: offset, group: HeldLedger<HeldEvent>.noGroup, entry: nil,
                         outcomeKnown: true, outputs: OutputPlan.rejected.count)
                 }
                 if case .restarted(_, let forgotten) = admission { admitted.restarts.append((partition, forgotten)) }

@@ -63,7 +63,7 @@ public final class Worker: Sendable {
             properties: properties.consumerProperties(groupID: configuration.kafka.groupID),
             topics: configuration.kafka.inputTopics,
             // The pipeline's ledger holds at most max_in_flight records; records beyond that wait in Kafka.
-            maxOutstanding: configuration.delivery.maxInFlight,
+            maxHeld: configuration.delivery.maxInFlight,
             idlePace: .milliseconds(configuration.kafka.idleFetchPaceMilliseconds), sink: pipeline, logger: logger)
         // One member of the group polls the feedback services: the one holding partition 0 of the first input topic
         // (it moves with rebalances and always has exactly one holder while the group consumes).

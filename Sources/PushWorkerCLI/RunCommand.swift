@@ -12,7 +12,7 @@ struct RunCommand: AsyncParsableCommand {
         commandName: "run",
         abstract: "Runs the worker: consumes notification events, delivers them, produces the outcome events.",
         discussion: """
-            SIGTERM or SIGINT shut it down gracefully: fetching stops, what is in flight gets its outcome within \\
+            SIGTERM or SIGINT shut it down gracefully: fetching stops, what is held gets its outcome within \\
             --shutdown-deadline, output events are produced, offsets committed, connections closed.
             """
     )
@@ -20,7 +20,7 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "The YAML configuration file (PUSHWORKER_* variables override it).")
     var config: String
 
-    @Option(help: "Seconds to finish in-flight work on SIGTERM/SIGINT.")
+    @Option(help: "Seconds to settle held records on SIGTERM/SIGINT.")
     var shutdownDeadline = 25
 
     func validate() throws {

@@ -30,7 +30,7 @@ case "member":
             "bootstrap.servers": a[0], "group.id": a[1], "session.timeout.ms": "6000", "heartbeat.interval.ms": "500",
             "auto.commit.interval.ms": "100", "log_level": "3",
         ],
-        topics: [a[2]], maxOutstanding: 100_000)
+        topics: [a[2]], maxHeld: 100_000)
     _ = FileManager.default.createFile(atPath: a[3], contents: nil)
     let file = FileHandle(forWritingAtPath: a[3])!
     await withTaskGroup(of: Void.self) { group in

@@ -29,7 +29,7 @@ func member(_ servers: String, group: String, topic: String, into received: Rece
             "heartbeat.interval.ms": "500", "auto.commit.interval.ms": "200", "log_level": "3",
             "receive.message.max.bytes": "1000000000",
         ],
-        topics: [topic], maxOutstanding: 100_000)
+        topics: [topic], maxHeld: 100_000)
 }
 
 func drive(_ consumer: KafkaConsumer, _ received: Received) async {
@@ -84,7 +84,7 @@ func drive(_ consumer: KafkaConsumer, _ received: Received) async {
                     "heartbeat.interval.ms": "500", "auto.commit.interval.ms": "600000", "log_level": "3",
                     "receive.message.max.bytes": "1000000000",
                 ],
-                topics: ["rollout"], maxOutstanding: 100_000)
+                topics: ["rollout"], maxHeld: 100_000)
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for m in members {

@@ -8,13 +8,13 @@ struct FetchThrottleTests {
     @Test func pausesAtTheLimitAndResumesAtThreeQuarters() {
         var throttle = FetchThrottle(limit: 100)
         let all = [Self.p0, Self.p1]
-        #expect(throttle.next(outstanding: 99, assignment: all, generation: 1) == nil)
-        #expect(throttle.next(outstanding: 100, assignment: all, generation: 1) == .pause(all))
-        #expect(throttle.next(outstanding: 120, assignment: all, generation: 1) == nil)
-        #expect(throttle.next(outstanding: 76, assignment: all, generation: 1) == nil)
+        #expect(throttle.next(held: 99, assignment: all, generation: 1) == nil)
+        #expect(throttle.next(held: 100, assignment: all, generation: 1) == .pause(all))
+        #expect(throttle.next(held: 120, assignment: all, generation: 1) == nil)
+        #expect(throttle.next(held: 76, assignment: all, generation: 1) == nil)
         #expect(throttle.paused)
-        #expect(throttle.next(outstanding: 75, assignment: all, generation: 1) == .resume(all))
-        #expect(throttle.next(outstanding: 90, assignment: all, generation: 1) == nil)
+        #expect(throttle.next(held: 75, assignment: all, generation: 1) == .resume(all))
+        #expect(throttle.next(held: 90, assignment: all, generation: 1) == nil)
         #expect(!throttle.paused)
     }
 
@@ -23,22 +23,22 @@ struct FetchThrottleTests {
     @Test func theResumeNamesWhatWasPausedEvenWhenNothingIsAssigned() {
         var throttle = FetchThrottle(limit: 100)
         let all = [Self.p0, Self.p1]
-        #expect(throttle.next(outstanding: 100, assignment: all, generation: 1) == .pause(all))
-        #expect(throttle.next(outstanding: 0, assignment: [], generation: 2) == .resume(all))
-        #expect(throttle.next(outstanding: 0, assignment: all, generation: 3) == nil)
+        #expect(throttle.next(held: 100, assignment: all, generation: 1) == .pause(all))
+        #expect(throttle.next(held: 0, assignment: [], generation: 2) == .resume(all))
+        #expect(throttle.next(held: 0, assignment: all, generation: 3) == nil)
         // A later pause and resume name only what was paused since.
-        #expect(throttle.next(outstanding: 100, assignment: [Self.p1], generation: 4) == .pause([Self.p1]))
-        #expect(throttle.next(outstanding: 0, assignment: [Self.p1], generation: 4) == .resume([Self.p1]))
+        #expect(throttle.next(held: 100, assignment: [Self.p1], generation: 4) == .pause([Self.p1]))
+        #expect(throttle.next(held: 0, assignment: [Self.p1], generation: 4) == .resume([Self.p1]))
     }
 
     @Test func aNewAssignmentWhileFullIsPausedAndResumedWithTheOldOne() {
         var throttle = FetchThrottle(limit: 10)
-        #expect(throttle.next(outstanding: 10, assignment: [Self.p0], generation: 1) == .pause([Self.p0]))
-        #expect(throttle.next(outstanding: 10, assignment: [Self.p1], generation: 2) == .pause([Self.p1]))
-        #expect(throttle.next(outstanding: 9, assignment: [Self.p1], generation: 2) == nil)
-        #expect(throttle.next(outstanding: 0, assignment: [Self.p1], generation: 2) == .resume([Self.p0, Self.p1]))
+        #expect(throttle.next(held: 10, assignment: [Self.p0], generation: 1) == .pause([Self.p0]))
+        #expect(throttle.next(held: 10, assignment: [Self.p1], generation: 2) == .pause([Self.p1]))
+        #expect(throttle.next(held: 9, assignment: [Self.p1], generation: 2) == nil)
+        #expect(throttle.next(held: 0, assignment: [Self.p1], generation: 2) == .resume([Self.p0, Self.p1]))
         // Suspended for shutdown counts as full.
-        #expect(throttle.next(outstanding: .max, assignment: [Self.p1], generation: 2) == .pause([Self.p1]))
+        #expect(throttle.next(held: .max, assignment: [Self.p1], generation: 2) == .pause([Self.p1]))
         // Both pauses of load are counted (one per assignment), the shutdown's is not; no hold without a limit.
         #expect(throttle.pauses == 2 && throttle.holds == 0)
     }
@@ -49,8 +49,8 @@ struct FetchThrottleTests {
         let t0 = ContinuousClock.now
         let assignment: [TopicPartition]
 
-        mutating func next(_ outstanding: Int, at ms: Int) -> FetchThrottle.Action? {
-            throttle.next(outstanding: outstanding, assignment: assignment, generation: 1, now: t0.advanced(by: .milliseconds(ms)))
+        mutating func next(_ held: Int, at ms: Int) -> FetchThrottle.Action? {
+            throttle.next(held: held, assignment: assignment, generation: 1, now: t0.advanced(by: .milliseconds(ms)))
         }
     }
 

@@ -113,11 +113,11 @@ import Testing
     /// Consumes until `count` records arrived, settling each with `settle` (true: settled), then stops the
     /// consumer (which commits what is settled) and returns the records.
     static func consume(
-        _ cluster: KafkaMockCluster, group: String, topic: String, count: Int, maxOutstanding: Int = 100_000,
+        _ cluster: KafkaMockCluster, group: String, topic: String, count: Int, maxHeld: Int = 100_000,
         settle: @escaping @Sendable (KafkaRecord) -> Bool = { _ in true }
     ) async throws -> [KafkaRecord] {
         let consumer = try KafkaConsumer(
-            properties: consumerProperties(cluster, group: group), topics: [topic], maxOutstanding: maxOutstanding)
+            properties: consumerProperties(cluster, group: group), topics: [topic], maxHeld: maxHeld)
         return await withTaskGroup(of: [KafkaRecord].self) { tasks in
             tasks.addTask {
                 await consumer.run()
@@ -147,7 +147,7 @@ import Testing
         try await produce(cluster, topic: "events", (0..<50).map { "x\($0)" })
         let consumer = try KafkaConsumer(
             properties: consumerProperties(cluster, group: "silent").merging(["enable.auto.commit": "false"]) { $1 },
-            topics: ["events"], maxOutstanding: 1000)
+            topics: ["events"], maxHeld: 1000)
         let clock = ContinuousClock()
         return await withTaskGroup(of: Void.self) { tasks in
             tasks.addTask { await consumer.run() }
@@ -176,7 +176,7 @@ import Testing
         try await Self.produce(cluster, topic: "events", (0..<40).map { "c\($0)" })
         let consumer = try KafkaConsumer(
             properties: Self.consumerProperties(cluster, group: "cancelled").merging(["enable.auto.commit": "false"]) { $1 },
-            topics: ["events"], maxOutstanding: 1000)
+            topics: ["events"], maxHeld: 1000)
         await withTaskGroup(of: Void.self) { tasks in
             tasks.addTask { await consumer.run() }
             await consumer.settleRecords(atLeast: 40)
@@ -237,7 +237,7 @@ import Testing
         try cluster.createTopic("events", partitions: 1)
         try await Self.produce(cluster, topic: "events", (0..<2000).map { "p\($0)" })
         let consumer = try KafkaConsumer(
-            properties: Self.consumerProperties(cluster, group: "g5"), topics: ["events"], maxOutstanding: 50, maxBatch: 10)
+            properties: Self.consumerProperties(cluster, group: "g5"), topics: ["events"], maxHeld: 50, maxBatch: 10)
         let (total, outstandingWhenPaused) = await withTaskGroup(of: (Int, Int).self) { tasks in
             tasks.addTask {
                 await consumer.run()
@@ -248,13 +248,13 @@ import Testing
                 var whenPaused = -1
                 for await batch in consumer.records {
                     received += batch
-                    if whenPaused < 0 && consumer.offsets.outstanding >= 50 {
+                    if whenPaused < 0 && consumer.offsets.held >= 50 {
                         // Nothing is settled yet: the consumer must pause instead of fetching the backlog.
                         #expect(await eventually(within: .seconds(30)) { consumer.isPaused })
                         // One hold (polling stopped, nothing dropped), which lasted its second and became one pause.
                         #expect(consumer.fetchHolds == 1)
                         #expect(consumer.fetchPauses == 1)
-                        whenPaused = consumer.offsets.outstanding
+                        whenPaused = consumer.offsets.held
                         for record in received { consumer.offsets.outcomeKnown(record) }
                     } else if whenPaused >= 0 {
                         for record in batch { consumer.offsets.outcomeKnown(record) }
@@ -281,7 +281,7 @@ import Testing
         try cluster.createTopic("events", partitions: 3)
         try await Self.produce(cluster, topic: "events", (0..<900).map { "q\($0)" })
         let consumer = try KafkaConsumer(
-            properties: Self.consumerProperties(cluster, group: "g7"), topics: ["events"], maxOutstanding: 40, maxBatch: 8)
+            properties: Self.consumerProperties(cluster, group: "g7"), topics: ["events"], maxHeld: 40, maxBatch: 8)
         let (received, distinct) = await withTaskGroup(of: (Int, Int).self) { tasks in
             tasks.addTask {
                 await consumer.run()
@@ -323,7 +323,7 @@ import Testing
         try cluster.createTopic("events", partitions: 2)
         try await Self.produce(cluster, topic: "events", (0..<1000).map { "r\($0)" })
         let properties = Self.consumerProperties(cluster, group: "g6")
-        let first = try KafkaConsumer(properties: properties, topics: ["events"], maxOutstanding: 50, maxBatch: 10)
+        let first = try KafkaConsumer(properties: properties, topics: ["events"], maxHeld: 50, maxBatch: 10)
         let distinct = await withTaskGroup(of: Int.self) { tasks in
             tasks.addTask {
                 await first.run()
@@ -333,11 +333,11 @@ import Testing
                 var records = first.records.makeAsyncIterator()
                 var received: [KafkaRecord] = []
                 // Full: nothing settled, so the consumer pauses.
-                while first.offsets.outstanding < 50, let batch = await records.next() { received += batch }
+                while first.offsets.held < 50, let batch = await records.next() { received += batch }
                 #expect(await eventually(within: .seconds(30)) { first.isPaused })
                 // A member joins (a consumer joins when it is made), takes a partition until it has a record, and
                 // leaves: two rebalances while full.
-                guard let second = try? KafkaConsumer(properties: properties, topics: ["events"], maxOutstanding: 1000) else {
+                guard let second = try? KafkaConsumer(properties: properties, topics: ["events"], maxHeld: 1000) else {
                     first.stop()
                     return 0
                 }
@@ -387,7 +387,7 @@ import Testing
     /// Consumes and settles the 10 records of `topic`, watches the consumer's fetching for one idle second, then
     /// produces 3 records more and waits for them.
     static func idleSecond(_ cluster: KafkaMockCluster, topic: String, properties: [String: String], pace: Duration) async throws -> IdleSecond {
-        let consumer = try KafkaConsumer(properties: properties, topics: [topic], maxOutstanding: 1000, idlePace: pace)
+        let consumer = try KafkaConsumer(properties: properties, topics: [topic], maxHeld: 1000, idlePace: pace)
         return try await withThrowingTaskGroup(of: IdleSecond?.self) { tasks in
             tasks.addTask {
                 await consumer.run()

@@ -49,7 +49,7 @@ import Testing
             producer: producer, delivery: delivery, logger: Logger(label: "pipeline") { _ in capture }, wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
         let consumer = try KafkaConsumer(
             properties: ["bootstrap.servers": cluster.bootstrapServers, "group.id": "admission", "log_level": "3"],
-            topics: ["notifications"], maxOutstanding: delivery.maxInFlight, sink: pipeline,
+            topics: ["notifications"], maxHeld: delivery.maxInFlight, sink: pipeline,
             logger: Logger(label: "consumer") { _ in capture })
 
         // More for the app that is down than all of max_in_flight, interleaved with three times as many for the other.

@@ -50,7 +50,7 @@ import Testing
             wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
         let consumer = try KafkaConsumer(
             properties: ["bootstrap.servers": cluster.bootstrapServers, "group.id": "http2-pipeline", "log_level": "3"],
-            topics: ["notifications"], maxOutstanding: delivery.maxInFlight, sink: pipeline, logger: quiet)
+            topics: ["notifications"], maxHeld: delivery.maxInFlight, sink: pipeline, logger: quiet)
 
         // 300 for the HTTP/2 app (one with a 3000-byte payload and one with priority 1: both allowed there), 100 for
         // the binary app (the same two are refused there).

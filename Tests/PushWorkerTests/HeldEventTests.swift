@@ -134,7 +134,7 @@ import Testing
         #expect(MemoryLayout<HeldEvent>.size <= 28)
         // An optional held event takes no byte more: the id's case has values to spare.
         #expect(MemoryLayout<HeldEvent?>.size == MemoryLayout<HeldEvent>.size)
-        #expect(MemoryLayout<InFlightLedger<HeldEvent>.Record>.stride <= 32)
+        #expect(MemoryLayout<HeldLedger<HeldEvent>.Record>.stride <= 32)
         #expect(MemoryLayout<Delivery>.stride <= 24)
         let notification = PushNotification(
             token: try! DeviceToken(bytes: Array(repeating: 7, count: 32)), payload: Array(repeating: 0x20, count: 300),

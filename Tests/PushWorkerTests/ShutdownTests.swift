@@ -21,7 +21,7 @@ import Testing
                 "bootstrap.servers": cluster.bootstrapServers, "group.id": "shutdown", "session.timeout.ms": "6000",
                 "heartbeat.interval.ms": "500", "enable.auto.commit": "false", "log_level": "3",
             ],
-            topics: ["notifications"], maxOutstanding: 100, logger: quiet)
+            topics: ["notifications"], maxHeld: 100, logger: quiet)
         var configuration = ServiceGroupConfiguration(
             services: [.init(service: ConsumerService(consumer: consumer, suppression: nil))], logger: quiet)
         configuration.maximumGracefulShutdownDuration = .seconds(1)

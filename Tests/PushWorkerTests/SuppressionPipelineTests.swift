@@ -174,7 +174,7 @@ import Testing
             wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) })
         let consumer = try KafkaConsumer(
             properties: properties.merging(consumerProperties.merging(["group.id": group]) { $1 }) { $1 },
-            topics: ["notifications"], maxOutstanding: delivery.maxInFlight, sink: pipeline, logger: logger)
+            topics: ["notifications"], maxHeld: delivery.maxInFlight, sink: pipeline, logger: logger)
         let reader = try SuppressionService(properties: properties, topic: "suppressed-tokens", list: list, logger: logger)
         return Member(producer: producer, pipeline: pipeline, consumer: consumer, list: list, reader: reader)
     }

@@ -46,7 +46,7 @@ def held_rss(binary, count, payload, http2=False, rate=50_000):
                 return None
             if not http2:
                 return worker.writes(metrics)  # every written notification stays held
-            return worker.total("pushworker_in_flight", metrics=metrics)
+            return worker.total("pushworker_held_records", metrics=metrics)
 
         deadline = time.time() + 120
         last, still = None, 0

@@ -2,18 +2,18 @@ import PushCore
 import Testing
 @testable import PushKafka
 
-@Suite struct InFlightLedgerTests {
+@Suite struct HeldLedgerTests {
     let p0 = TopicPartition(topic: "t", partition: 0)
     let p1 = TopicPartition(topic: "t", partition: 1)
 
     /// Admits `offsets` of `partition` as deliveries of group 1; returns their tickets.
-    func admit(_ l: inout InFlightLedger<String>, _ partition: TopicPartition, _ offsets: some Sequence<Int64>) -> [LedgerTicket] {
+    func admit(_ l: inout HeldLedger<String>, _ partition: TopicPartition, _ offsets: some Sequence<Int64>) -> [LedgerTicket] {
         let slot = l.slot(for: partition)
         return offsets.map { l.admit(slot: slot, offset: $0, group: 1, entry: "e\($0)").ticket }
     }
 
     @Test func outOfOrderOutcomesCommitOnlyTheContiguousPrefix() {
-        var l = InFlightLedger<String>(groups: 1)
+        var l = HeldLedger<String>(groups: 1)
         let t = admit(&l, p0, 10...14)
         #expect(l.count == 5)
         #expect(l.resolve(t[2], outputs: 0)?.entry == "e12")
@@ -30,7 +30,7 @@ import Testing
     }
 
     @Test func anUnacknowledgedOutputEventHoldsTheOffsetBack() {
-        var l = InFlightLedger<String>(groups: 1)
+        var l = HeldLedger<String>(groups: 1)
         let t = admit(&l, p0, 0...1)
         _ = l.resolve(t[0], outputs: 1)  // its delivery-error event is on its way to the broker
         _ = l.resolve(t[1], outputs: 0)
@@ -42,13 +42,13 @@ import Testing
     }
 
     @Test func aRecordRejectedAtAdmissionSettlesWithItsErrorEvent() {
-        var l = InFlightLedger<String>(groups: 1)
+        var l = HeldLedger<String>(groups: 1)
         let slot = l.slot(for: p0)
-        let rejected = l.admit(slot: slot, offset: 0, group: InFlightLedger<String>.noGroup, entry: nil, outcomeKnown: true, outputs: 1)
+        let rejected = l.admit(slot: slot, offset: 0, group: HeldLedger<String>.noGroup, entry: nil, outcomeKnown: true, outputs: 1)
         let delivered = l.admit(slot: slot, offset: 1, group: 1, entry: "e1").ticket
         #expect(l.count == 2)
         #expect(l.held(group: 1) == 1)
-        #expect(l.held(group: InFlightLedger<String>.noGroup) == 1)
+        #expect(l.held(group: HeldLedger<String>.noGroup) == 1)
         _ = l.resolve(delivered, outputs: 0)
         #expect(l.committable(p0) == nil)
         #expect(l.resolve(rejected.ticket, outputs: 0) == nil)  // its outcome was known already
@@ -58,7 +58,7 @@ import Testing
     }
 
     @Test func aRecordIsResolvedOnceAndItsEntryIsNotKept() {
-        var l = InFlightLedger<String>(groups: 1)
+        var l = HeldLedger<String>(groups: 1)
         let t = admit(&l, p0, [7])
         #expect(l.resolve(t[0], outputs: 1)?.entry == "e7")
         #expect(l.resolve(t[0], outputs: 1) == nil)
@@ -69,7 +69,7 @@ import Testing
     }
 
     @Test func takeCommittableReportsEachMoveOnce() {
-        var l = InFlightLedger<String>(groups: 1)
+        var l = HeldLedger<String>(groups: 1)
         let a = admit(&l, p0, 0...2)
         let b = admit(&l, p1, 5...6)
         _ = l.resolve(a[0], outputs: 0)
@@ -83,7 +83,7 @@ import Testing
     /// Revoke and reassign the same partition to the same member while outcomes are in flight: the old epoch's
     /// outcomes are ignored; they neither advance nor stall the new epoch's commits.
     @Test func settlementsOfARevokedEpochAreIgnored() {
-        var l = InFlightLedger<String>(groups: 1)
+        var l = HeldLedger<String>(groups: 1)
         l.assign([p0])
         let old = admit(&l, p0, 0...3)
         _ = l.resolve(old[0], outputs: 0)
@@ -106,7 +106,7 @@ import Testing
     }
 
     @Test func aBackwardOffsetRestartsThePartitionInsteadOfTrapping() {
-        var l = InFlightLedger<String>(groups: 1)
+        var l = HeldLedger<String>(groups: 1)
         let slot = l.slot(for: p0)
         let old = admit(&l, p0, 100...102)
         _ = l.resolve(old[0], outputs: 0)
@@ -126,7 +126,7 @@ import Testing
     }
 
     @Test func groupsCountTheirUnsettledRecords() {
-        var l = InFlightLedger<String>(groups: 2)
+        var l = HeldLedger<String>(groups: 2)
         let slot = l.slot(for: p0)
         let a = l.admit(slot: slot, offset: 0, group: 1, entry: "a").ticket
         let b = l.admit(slot: slot, offset: 1, group: 2, entry: "b").ticket
@@ -151,7 +151,7 @@ import Testing
     func offsetsWithGapsAreKeptExactly(seed: UInt64) {
         var random = SplitMix64(seed: seed)
         func next() -> UInt64 { random.next() }
-        var l = InFlightLedger<String>(groups: 1)
+        var l = HeldLedger<String>(groups: 1)
         let slot = l.slot(for: p0)
         var offset = Int64(next() % 1000)
         var model: [(offset: Int64, ticket: LedgerTicket, settled: Bool)] = []
@@ -186,7 +186,7 @@ import Testing
     /// A batch settles as the same outcomes one by one would, but removes a partition's settled prefix once, at
     /// its end: the counts move at once, the committable offsets when the batch ends.
     @Test func aBatchRemovesTheSettledPrefixAtItsEnd() {
-        var l = InFlightLedger<String>(groups: 1)
+        var l = HeldLedger<String>(groups: 1)
         let t0 = admit(&l, p0, 0...4)
         let t1 = admit(&l, p1, 20...22)
         l.settlingBatch { l in
@@ -212,7 +212,7 @@ import Testing
 
     /// A partition that restarts after its head settled in the same batch keeps its new epoch's records.
     @Test func aRestartWithinABatchForgetsOnlyTheOldEpoch() {
-        var l = InFlightLedger<String>(groups: 1)
+        var l = HeldLedger<String>(groups: 1)
         let old = admit(&l, p0, 0...2)
         var new: [LedgerTicket] = []
         l.settlingBatch { l in
@@ -235,8 +235,8 @@ import Testing
     func batchesSettleAsOutcomesOneByOne(seed: UInt64) {
         var random = SplitMix64(seed: seed)
         func next() -> UInt64 { random.next() }
-        var batched = InFlightLedger<String>(groups: 2)
-        var single = InFlightLedger<String>(groups: 2)
+        var batched = HeldLedger<String>(groups: 2)
+        var single = HeldLedger<String>(groups: 2)
         let partitions = [p0, p1]
         var offsets: [Int64] = [0, 100]
         var open: [LedgerTicket] = []  // outcome not known
@@ -286,7 +286,7 @@ import Testing
     }
 
     @Test func ticketsAreFoundByOffset() {
-        var l = InFlightLedger<String>(groups: 1)
+        var l = HeldLedger<String>(groups: 1)
         let t = admit(&l, p0, [3, 5, 9])
         let slot = l.slot(for: p0)
         #expect(l.ticket(slot: slot, offset: 5) == t[1])
@@ -298,7 +298,7 @@ import Testing
     /// A ticket keeps its place's low 32 bits: across 2^32 records of one epoch, tickets still find their records,
     /// and the ticket of a record settled and gone settles nothing (its place, modulo 2^32, is behind the head).
     @Test func ticketsFindTheirRecordsAcrossTheirPlacesWrap() {
-        var l = InFlightLedger<String>(groups: 1)
+        var l = HeldLedger<String>(groups: 1)
         let slot = l.slot(for: p0)
         l.partitions[Int(slot)].headSequence = UInt64(UInt32.max) - 1  // as after 2^32 - 2 records settled
         let t = admit(&l, p0, 100...103)

@@ -45,7 +45,7 @@ public struct LedgerTicket: Hashable, Sendable, CustomStringConvertible {
 /// election) ends the epoch: its records are forgotten (they stay uncommitted for whoever fetches them next) and a
 /// settlement carrying a ticket of that epoch is ignored, so it can neither stall nor advance the next epoch's
 /// commits.
-public struct InFlightLedger<Entry: Sendable>: Sendable {
+public struct HeldLedger<Entry: Sendable>: Sendable {
     /// Which group (an app's share of the ledger) a record counts in; ``noGroup`` for records not delivered.
     public typealias Group = Int
 
