@@ -5,29 +5,22 @@ import PushCore
 ///
 /// 28 bytes and, for the usual event, no heap object of its own: the event id is kept inline when it has at most
 /// 16 bytes or is a UUID spelled canonically (36 characters, one case: kept as its 16 bytes); any other goes to an
-/// object of its own, in the same two words' place. Swift lays out fields in declaration order, each small field in
-/// the next free bytes, so the id's one-byte case comes first and the small fields fill what it leaves; the
-/// timestamp is kept in two 4-byte halves so that nothing rounds the event up to 32 bytes, and the ledger's own
-/// fields for the record (its group and counts; its offset is kept per run of offsets) fill the rest of its 32.
+/// object of its own. With the ledger's own fields for the record (its group and counts) a held record is 32 bytes;
+/// `HeldEventTests` checks both sizes.
 struct HeldEvent: Sendable {
-    /// The id's bytes (the kind says how they spell it), or the id itself when it does not fit.
+    /// The Kafka record's timestamp, UNIX milliseconds (-1 when none).
+    let timestamp: Int64
+    private let storedID: StoredID
+    /// How `storedID`'s inline words spell the id (`.overflow` for a long one) in the low 7 bits; whether the
+    /// event lifts a suppression in the high one.
+    private var flags: UInt8
+    private let endpointIndex: UInt16
+
+    /// The id's bytes (the kind in `flags` says how they spell it), or the id itself when it does not fit.
     private enum StoredID: Sendable {
         case inline(UInt64, UInt64)
         case long(LongID)
     }
-
-    private var storedID: StoredID
-    /// How `storedID`'s inline words spell the id (`.overflow` for a long one) in the low 7 bits; whether the
-    /// event lifts a suppression in the high one.
-    private var flags: UInt8
-    private var endpointIndex: UInt16
-    private var timestampLow: UInt32
-    private var timestampHigh: Int32
-
-    private static let liftsBit: UInt8 = 0x80
-
-    /// The most endpoints a held event can name.
-    static let endpointLimit = Int(UInt16.max) - 1
 
     private final class LongID: Sendable {
         let id: String
@@ -35,11 +28,15 @@ struct HeldEvent: Sendable {
         init(_ id: String) { self.id = id }
     }
 
+    private static let liftsBit: UInt8 = 0x80
+
+    /// The most endpoints a held event can name (the ledger counts endpoint + 1 in a `UInt16`).
+    static let endpointLimit = Int(UInt16.max) - 1
+
     init(id: EventID, endpoint: Int, timestamp: Int64) {
         precondition(endpoint <= Self.endpointLimit, "an endpoint index beyond the configuration's limit")
         endpointIndex = UInt16(endpoint)
-        timestampLow = UInt32(truncatingIfNeeded: timestamp)
-        timestampHigh = Int32(truncatingIfNeeded: timestamp >> 32)
+        self.timestamp = timestamp
         if let packed = id.packed {
             flags = packed.kind.rawValue
             storedID = .inline(packed.words.0, packed.words.1)
@@ -47,10 +44,6 @@ struct HeldEvent: Sendable {
             flags = CompactIDKind.overflow.rawValue
             storedID = .long(LongID(id.string))
         }
-    }
-
-    init(id: String, endpoint: Int, timestamp: Int64) {
-        self.init(id: EventID(id), endpoint: endpoint, timestamp: timestamp)
     }
 
     private var idKind: CompactIDKind { CompactIDKind(rawValue: flags & ~Self.liftsBit) }
@@ -61,8 +54,9 @@ struct HeldEvent: Sendable {
         set { flags = newValue ? flags | Self.liftsBit : flags & ~Self.liftsBit }
     }
 
-    /// The Kafka record's timestamp, UNIX milliseconds (-1 when none).
-    var timestamp: Int64 { Int64(timestampHigh) << 32 | Int64(timestampLow) }
+    init(id: String, endpoint: Int, timestamp: Int64) {
+        self.init(id: EventID(id), endpoint: endpoint, timestamp: timestamp)
+    }
 
     /// The endpoint's index in the configuration.
     var endpoint: Int { Int(endpointIndex) }
