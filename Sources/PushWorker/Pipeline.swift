@@ -110,19 +110,23 @@ public final class Pipeline: RecordSink {
     /// Opens the gateway connections.
     public func start() { engine.start() }
 
-    /// Consumes a stream of copied records until it ends (a replay's range), waiting while `max_in_flight` records
-    /// are held.
+    /// Consumes a stream of copied records until it ends (a replay's range), a quarter of `max_in_flight` at a time,
+    /// each once fewer than `max_in_flight` records are held.
     public func run(records: some AsyncSequence<[KafkaRecord], Never>) async throws {
         engine.start()
+        let chunkSize = max(1, maxInFlight / 4)
         for await batch in records {
-            await keeper.waitUntilHeld(below: maxInFlight)
-            try Task.checkCancellation()
-            var decoded = DecodedBatch(now: wallClock(), capacity: batch.count)
-            for r in batch {
-                if decoded.admission.runs.last?.partition != r.topicPartition { decoded.startRun(r.topicPartition) }
-                r.value.withUnsafeBytes { decoded.add(offset: r.offset, timestamp: r.timestamp, value: $0, admission) }
+            for start in stride(from: 0, to: batch.count, by: chunkSize) {
+                await keeper.waitUntilHeld(below: maxInFlight)
+                try Task.checkCancellation()
+                let chunk = batch[start..<min(batch.count, start + chunkSize)]
+                var decoded = DecodedBatch(now: wallClock(), capacity: chunk.count)
+                for r in chunk {
+                    if decoded.admission.runs.last?.partition != r.topicPartition { decoded.startRun(r.topicPartition) }
+                    r.value.withUnsafeBytes { decoded.add(offset: r.offset, timestamp: r.timestamp, value: $0, admission) }
+                }
+                deliver(decoded)
             }
-            deliver(decoded)
         }
     }
 
@@ -132,10 +136,10 @@ public final class Pipeline: RecordSink {
         return unsettled.binary.count + unsettled.http2
     }
 
-    /// Waits until every held record is settled (its outcome known and its output events acknowledged), or until
-    /// `timeout`; returns whether all of them are.
+    /// Waits until every held record is settled (its outcome known and counted, its output events acknowledged), or
+    /// until `timeout`; returns whether all of them are.
     public func drain(timeout: Duration) async -> Bool {
-        await keeper.waitUntilHeld(atMost: 0, timeout: timeout)
+        await keeper.waitUntilSettled(timeout: timeout)
     }
 
     /// Output batches still being built.

@@ -29,7 +29,7 @@ final class RecordKeeper: Sendable {
     private let metrics = PipelineMetrics()
     private let logger: Logger
     private let wallClock: @Sendable () -> Int64
-    /// Signalled whenever the held count falls.
+    /// Signalled whenever the held count falls or an output batch is handed over.
     private let released = IdleSignal()
     /// Outcome batches whose output events are being built.
     private let outputsPending = Atomic<Int>(0)
@@ -92,6 +92,7 @@ final class RecordKeeper: Sendable {
             metrics.record(accepted: built.accepted + resolution.acceptedTimestamps.count, errors: built.reasons)
             sink.produce(built.messages)
             outputsPending.subtract(1, ordering: .releasing)
+            released.signal()
         }
     }
 
@@ -120,9 +121,10 @@ final class RecordKeeper: Sendable {
         lifecycle.withLock { $0.pressure(maxInFlight: maxInFlight, share: share, isDown: isDown) }
     }
 
-    /// Waits until at most `count` records are held, or `timeout` has passed; returns whether that holds.
-    func waitUntilHeld(atMost count: Int, timeout: Duration) async -> Bool {
-        await released.wait(until: { [self] in held <= count }, timeout: timeout)
+    /// Waits until no record is held and every outcome is counted, or `timeout` has passed; returns whether that
+    /// holds.
+    func waitUntilSettled(timeout: Duration) async -> Bool {
+        await released.wait(until: { [self] in held == 0 && pendingOutputs == 0 }, timeout: timeout)
     }
 
     /// Waits until fewer than `count` records are held (or the task is cancelled).

@@ -35,6 +35,32 @@ import Testing
         }
     }
 
+    /// Holds every delivery until the test answers them all, accepted.
+    final class HoldingDelivery: NotificationDelivery {
+        let hooks: DeliveryHooks
+        private let held = Mutex<[Delivery]>([])
+
+        init(hooks: DeliveryHooks) { self.hooks = hooks }
+
+        func start() {}
+        var apps: [AppKey] { [] }
+        func isDown(_ app: AppKey) -> Bool { false }
+        func status(of app: AppKey) -> PoolStatus? { nil }
+        func stopAll() async -> (binary: [Delivery], http2: Int) { ([], 0) }
+        func enqueue(_ deliveries: [HTTP2Delivery], to app: AppKey) { Issue.record("no HTTP/2 app is configured") }
+        func enqueue(_ deliveries: [Delivery], to app: AppKey) { held.withLock { $0 += deliveries } }
+
+        var count: Int { held.withLock { $0.count } }
+
+        func acceptAll() {
+            let answered = held.withLock { h in
+                defer { h = [] }
+                return h
+            }
+            hooks.onOutcomes(answered.map { .accepted($0) })
+        }
+    }
+
     /// Keeps what is produced; acknowledges it when the test says so.
     final class FakeSink: OutputSink {
         private let state = Mutex<(names: [String], messages: [OutgoingMessage], handler: (@Sendable ([UInt64]) -> Void)?)>(([], [], nil))
@@ -112,5 +138,48 @@ import Testing
         #expect(counts.errorsByReason == [.malformedEvent: 1, .invalidToken: 1])
         // Counted before their output events are handed over.
         #expect(counts.accepted == 1)
+    }
+
+    /// A replay's records go in a quarter of `max_in_flight` at a time, each once fewer than `max_in_flight` are
+    /// held: with nothing answered, reading stops at the bound, and goes on once the held records settle.
+    @Test(.timeLimit(.minutes(1))) func aReplayWaitsWhileMaxInFlightRecordsAreHeld() async throws {
+        let configuration = PipelineConfiguration(deliveryErrorTopic: "errors", endpoints: [.testBinary(gatewayPort: 1, feedbackPort: 1)])
+        let app = configuration.endpoints[0].app
+        let engine = Mutex<HoldingDelivery?>(nil)
+        let pipeline = try Pipeline(
+            configuration: configuration, output: FakeSink(), maxInFlight: 8,
+            wallClockMilliseconds: { Int64(Date().timeIntervalSince1970 * 1000) }
+        ) { hooks in
+            let fake = HoldingDelivery(hooks: hooks)
+            engine.withLock { $0 = fake }
+            return fake
+        }
+        let fake = engine.withLock { $0! }
+        let token = String(repeating: "ab", count: 32)
+        let records = (0..<20).map { i in
+            KafkaRecord(
+                topic: "notifications", partition: 0, offset: Int64(i), timestamp: -1, key: nil,
+                value: Array(#"{"id":"e\#(i)","app":"\#(app)","token":"\#(token)","payload":{"aps":{"alert":"hi"}}}"#.utf8))
+        }
+        let (stream, continuation) = AsyncStream.makeStream(of: [KafkaRecord].self)
+        continuation.yield(records)
+        continuation.finish()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await pipeline.run(records: stream) }
+            // Chunks of two until eight are held; then reading waits.
+            while pipeline.snapshot.consumed < 8 { await Task.yield() }
+            for _ in 0..<100 { await Task.yield() }
+            #expect(pipeline.snapshot.consumed == 8)
+            #expect(pipeline.held == 8 && fake.count == 8)
+            // Answered and settled (no output event to wait for): the rest goes in as room appears.
+            while pipeline.snapshot.consumed < 20 {
+                fake.acceptAll()
+                await Task.yield()
+            }
+            try await group.waitForAll()
+        }
+        fake.acceptAll()
+        #expect(await pipeline.drain(timeout: .seconds(60)))
+        #expect(pipeline.snapshot.accepted == 20)
     }
 }
