@@ -9,7 +9,7 @@ import Testing
 /// The pipeline around a fake engine and a fake output sink: no Kafka, no TLS, no simulator.
 @Suite struct PipelineFakesTests {
     /// Answers every delivery at once: accepted, or status 8 for the tokens it refuses.
-    final class FakeDelivery: NotificationDelivery {
+    final class FakeDelivery: BinaryOnlyDelivery {
         let hooks: DeliveryHooks
         let refused: Set<DeviceToken>
         let enqueued = Atomic<Int>(0)
@@ -19,12 +19,6 @@ import Testing
             self.refused = refused
         }
 
-        func start() {}
-        var apps: [AppKey] { [] }
-        func isDown(_ app: AppKey) -> Bool { false }
-        func status(of app: AppKey) -> PoolStatus? { nil }
-        func stopAll() async -> (binary: [Delivery], http2: Int) { ([], 0) }
-        func enqueue(_ deliveries: [HTTP2Delivery], to app: AppKey) { Issue.record("no HTTP/2 app is configured") }
 
         func enqueue(_ deliveries: [Delivery], to app: AppKey) {
             enqueued.add(deliveries.count, ordering: .relaxed)
@@ -36,18 +30,12 @@ import Testing
     }
 
     /// Holds every delivery until the test answers them all, accepted.
-    final class HoldingDelivery: NotificationDelivery {
+    final class HoldingDelivery: BinaryOnlyDelivery {
         let hooks: DeliveryHooks
         private let held = Mutex<[Delivery]>([])
 
         init(hooks: DeliveryHooks) { self.hooks = hooks }
 
-        func start() {}
-        var apps: [AppKey] { [] }
-        func isDown(_ app: AppKey) -> Bool { false }
-        func status(of app: AppKey) -> PoolStatus? { nil }
-        func stopAll() async -> (binary: [Delivery], http2: Int) { ([], 0) }
-        func enqueue(_ deliveries: [HTTP2Delivery], to app: AppKey) { Issue.record("no HTTP/2 app is configured") }
         func enqueue(_ deliveries: [Delivery], to app: AppKey) { held.withLock { $0 += deliveries } }
 
         var count: Int { held.withLock { $0.count } }
@@ -182,4 +170,16 @@ import Testing
         #expect(await pipeline.drain(timeout: .seconds(60)))
         #expect(pipeline.snapshot.accepted == 20)
     }
+}
+
+/// A fake engine for one binary app: nothing to start, stop or report.
+protocol BinaryOnlyDelivery: NotificationDelivery {}
+
+extension BinaryOnlyDelivery {
+    func start() {}
+    var apps: [AppKey] { [] }
+    func isDown(_ app: AppKey) -> Bool { false }
+    func status(of app: AppKey) -> PoolStatus? { nil }
+    func stopAll() async -> (binary: [Delivery], http2: Int) { ([], 0) }
+    func enqueue(_ deliveries: [HTTP2Delivery], to app: AppKey) { Issue.record("no HTTP/2 app is configured") }
 }
