@@ -126,7 +126,7 @@ public final class Worker: Sendable {
     /// The pipeline's part of the graceful shutdown: fetching stops, what is in flight gets its outcome within the
     /// deadline and its output events are acknowledged, then the engine stops (the consumer commits after).
     func shutDown() async {
-        logger.info("shutting down: fetching stopped, finishing what is in flight", metadata: ["deadline": "\(shutdownDeadline)"])
+        logger.info("shutting down: fetching stopped, settling what is held", metadata: ["deadline": "\(shutdownDeadline)"])
         consumer.suspendFetching()
         let deadline = ContinuousClock.now.advanced(by: shutdownDeadline)
         // Held records settle: their outcomes come in and their output events are acknowledged.
