@@ -83,8 +83,7 @@ public final class Pipeline: RecordSink {
             feedback: configuration.feedbackTopic.map { output.topic($0) },
             suppression: configuration.suppressionTopic.map { output.topic($0) })
         let keeper = RecordKeeper(
-            lifecycle: RecordLifecycle(endpoints: admission.endpointKeys, topics: topics), endpoints: admission.endpointKeys,
-            sink: output, suppression: suppression, logger: logger, wallClock: wallClockMilliseconds)
+            lifecycle: RecordLifecycle(endpoints: admission.endpointKeys, topics: topics), sink: output, suppression: suppression, logger: logger, wallClock: wallClockMilliseconds)
         var sendCheck: SendCheck?
         if suppression != nil {
             sendCheck = { [weak keeper] _, candidates in
@@ -192,7 +191,7 @@ public final class Pipeline: RecordSink {
     /// The held count, an app whose gateway is down counting with at most its share; at least `max_in_flight` once
     /// twice that are held.
     public var pressure: Int {
-        let down = admission.endpointKeys.map { engine.isDown($0) }
-        return keeper.pressure(maxInFlight: maxInFlight, share: share) { down[$0] }
+        let keys = admission.endpointKeys
+        return keeper.pressure(maxInFlight: maxInFlight, share: share) { engine.isDown(keys[$0]) }
     }
 }

@@ -35,10 +35,10 @@ final class RecordKeeper: Sendable {
     private let outputsPending = Atomic<Int>(0)
 
     init(
-        lifecycle: RecordLifecycle, endpoints: [AppKey], sink: any OutputSink, suppression: SuppressionList?, logger: Logger,
+        lifecycle: RecordLifecycle, sink: any OutputSink, suppression: SuppressionList?, logger: Logger,
         wallClock: @escaping @Sendable () -> Int64
     ) {
-        builder = OutputBuilder(topics: lifecycle.topics, endpoints: endpoints)
+        builder = OutputBuilder(topics: lifecycle.topics, endpoints: lifecycle.endpoints)
         self.lifecycle = Mutex(lifecycle)
         self.sink = sink
         self.suppression = suppression

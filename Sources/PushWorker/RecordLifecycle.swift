@@ -15,7 +15,7 @@ struct RecordLifecycle: Sendable {
     private var ledger: HeldLedger<HeldEvent>
     let topics: OutputTopics
     /// Per endpoint, its app and environment (a suppression record names them).
-    private let endpoints: [AppKey]
+    let endpoints: [AppKey]
 
     init(endpoints: [AppKey], topics: OutputTopics) {
         self.endpoints = endpoints
