@@ -140,7 +140,7 @@ let http2EngineBenchmarks: @Sendable () -> Void = {
             benchmark.stopMeasurement()
             precondition(drained, "not every notification was settled")
             precondition(failures.load(ordering: .relaxed) == 0, "\(failures.load(ordering: .relaxed)) notifications failed")
-            _ = await engine.stopAll()
+            _ = await engine.stop()
         }
     }
 }

@@ -33,22 +33,16 @@ public final class BoundedDeliveryEngine: Sendable {
 
     /// Hands binary deliveries to the pool for `app`, waiting while `maxInFlight` are held.
     public func submit(_ deliveries: [Delivery], to app: AppKey) async throws {
-        try await inChunks(deliveries) { engine.enqueue(Array($0), to: app) }
+        try await inChunks(deliveries) { engine.enqueue(.binary(Array($0)), to: app) }
     }
 
     /// Hands HTTP/2 deliveries to the pool for `app`, waiting while `maxInFlight` are held.
     public func submit(_ deliveries: [HTTP2Delivery], to app: AppKey) async throws {
-        try await inChunks(deliveries) { engine.enqueue(Array($0), to: app) }
+        try await inChunks(deliveries) { engine.enqueue(.http2(Array($0)), to: app) }
     }
 
-    /// Hands binary deliveries over at once, however many are held.
-    public func enqueue(_ deliveries: [Delivery], to app: AppKey) {
-        gate.take(deliveries.count)
-        engine.enqueue(deliveries, to: app)
-    }
-
-    /// Hands HTTP/2 deliveries over at once, however many are held.
-    public func enqueue(_ deliveries: [HTTP2Delivery], to app: AppKey) {
+    /// Hands deliveries over at once, however many are held.
+    public func enqueue(_ deliveries: Deliveries, to app: AppKey) {
         gate.take(deliveries.count)
         engine.enqueue(deliveries, to: app)
     }
@@ -69,13 +63,10 @@ public final class BoundedDeliveryEngine: Sendable {
         await idle.wait(until: { [gate] in gate.held == 0 }, timeout: timeout)
     }
 
-    /// Closes every connection and returns the binary deliveries that got no outcome.
-    public func stop() async -> [Delivery] { await stopAll().binary }
-
-    /// Stops every pool: the binary deliveries without an outcome, and how many HTTP/2 ones had none.
-    public func stopAll() async -> (binary: [Delivery], http2: Int) {
-        let unsettled = await engine.stopAll()
-        gate.release(unsettled.binary.count + unsettled.http2)
+    /// Closes every connection and returns what got no outcome.
+    public func stop() async -> Unsettled {
+        let unsettled = await engine.stop()
+        gate.release(unsettled.count)
         idle.signal()
         return unsettled
     }

@@ -53,24 +53,20 @@ public struct PoolStatus: Sendable {
 /// returns (schedules attempts, opens and closes channels, wakes connections, reports outcomes) and keeps the
 /// metrics.
 final class ConnectionPool: GatewayConnectionOwner, Sendable {
-    typealias Machine = PoolStateMachine<ContinuousClock.Instant, NIOLoopBound<GatewayConnectionHandler>>
+    typealias Shell = PoolShell<NIOLoopBound<GatewayConnectionHandler>, Delivery, SendWindow, NoExtraState>
+    typealias Machine = Shell.Machine
 
-    private struct State {
-        var machine: Machine
-        /// The scheduled attempts, by the machine's timer number, to cancel on stop.
-        var timers: [Int: Scheduled<Void>] = [:]
-        var stopWaiter: CheckedContinuation<Void, Never>?
-    }
+    /// The binary pool keeps nothing beside the machine.
+    struct NoExtraState: Sendable {}
 
     let endpoint: AppEndpoint
     let configuration: DeliveryConfiguration
     let logger: Logger
     private let tls: NIOSSLContext
-    private let group: any EventLoopGroup
+    private var group: any EventLoopGroup { shell.group }
     private let onOutcomes: @Sendable ([DeliveryOutcome]) -> Void
     private let sendCheck: SendCheck?
-    private let state: Mutex<State>
-    private let clock = ContinuousClock()
+    private let shell: Shell
     private let sent: Counter
     private let writes = Atomic<Int>(0)
     private let down = Atomic<Bool>(false)
@@ -89,7 +85,6 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
         self.sendCheck = sendCheck
         self.endpoint = endpoint
         self.configuration = configuration
-        self.group = group
         self.logger = logger
         self.onOutcomes = onOutcomes
         self.tls = try endpoint.tlsContext()
@@ -114,35 +109,32 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
                 resetAfter: configuration.reconnectResetAfter,
                 seed: configuration.jitterSeed ^ UInt64(truncatingIfNeeded: endpoint.key.hashValue)),
             limiter: ConnectRateLimiter(
-                perMinute: configuration.maxNewConnectionsPerMinute, burst: configuration.connectBurst, now: clock.now),
+                perMinute: configuration.maxNewConnectionsPerMinute, burst: configuration.connectBurst, now: .now),
             rejectionLimiter: ConnectRateLimiter(
                 perMinute: configuration.maxReconnectsAfterRejectionPerMinute, burst: configuration.rejectionConnectBurst,
-                now: clock.now),
+                now: .now),
             window: SendWindow(
                 initial: configuration.initialSendWindow ?? configuration.maxInFlight, maximum: configuration.maxInFlight),
             bisects: endpoint.format == .simple)
         windowGauge.record(machine.window.limit)
-        state = Mutex(State(machine: machine))
+        shell = Shell(machine: machine, extra: NoExtraState(), group: group)
     }
 
     func start() {
-        let now = clock.now
-        state.withLock { s in
-            for timer in s.machine.start(now: now) { schedule(timer, in: &s) }
-        }
+        shell.start { [self] slot in opening(slot: slot) }
     }
 
     // MARK: Work
 
     /// Queues new deliveries and wakes connections that wait for work.
     func submit<C: Collection<Delivery> & Sendable>(_ deliveries: C) {
-        wake(state.withLock { $0.machine.submit(deliveries) })
+        wake(shell.withLock { $0.machine.submit(deliveries) })
     }
 
     /// The next notifications for a connection to write; those the send check stops end here with their outcome.
     func take(max: Int, slot: Int, held: Int) -> [Delivery] {
         while true {
-            let batch = state.withLock { $0.machine.take(max: max, slot: slot, held: held) }
+            let batch = shell.withLock { $0.machine.take(max: max, slot: slot, held: held) }
             let (kept, stopped) = batch.passing(sendCheck, app: endpoint.key) {
                 SendCandidate(ticket: $0.ticket, sends: $0.sends, tokenSource: $0.tokenSource)
             }
@@ -158,11 +150,11 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
     }
 
     func windowBlamed(acceptedOnConnection accepted: Int) -> Bool {
-        state.withLock { $0.machine.windowBlamed(acceptedOnConnection: accepted) }
+        shell.withLock { $0.machine.windowBlamed(acceptedOnConnection: accepted) }
     }
 
     func windowAccepted(_ count: Int, held: Int, slot: Int) {
-        let (before, after, wake) = state.withLock { s in
+        let (before, after, wake) = shell.withLock { s in
             let before = s.machine.window.limit
             let wake = s.machine.accepted(count, held: held, slot: slot)
             return (before, s.machine.window.limit, wake)
@@ -178,7 +170,7 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
         acceptedOnConnection accepted: Int
     ) {
         let unmatched = settlement.unmatchedIdentifier != nil
-        let (wake, before, after) = state.withLock { s in
+        let (wake, before, after) = shell.withLock { s in
             let before = s.machine.window.limit
             let wake = s.machine.errorResponse(
                 response.status, resend: settlement.resend, unmatched: unmatched, acceptedOnConnection: accepted)
@@ -213,8 +205,8 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
     // MARK: Connections
 
     func connectionReady(slot: Int, handler: NIOLoopBound<GatewayConnectionHandler>) {
-        let now = clock.now
-        let (proceed, ready) = state.withLock { s in
+        let now = shell.clock.now
+        let (proceed, ready) = shell.withLock { s in
             (s.machine.connectionReady(slot: slot, connection: handler, now: now), s.machine.readyConnections)
         }
         readyGauge.record(ready)
@@ -223,22 +215,22 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
     }
 
     func stillHealthy(at now: ContinuousClock.Instant) {
-        state.withLock { $0.machine.stillHealthy(at: now) }
+        shell.withLock { $0.machine.stillHealthy(at: now) }
     }
 
     func connectionEnded(
         slot: Int, reason: ConnectionEnd, settlement: ConnectionStateMachine<ContinuousClock.Instant>.Settlement, accepted: Int
     ) {
-        let now = clock.now
+        let now = shell.clock.now
         let lostUnaccepted = !settlement.resend.isEmpty || settlement.outcomes.contains { $0.result != .accepted }
-        let (action, window, waiter) = state.withLock { s in
+        let (action, window, waiter) = shell.withLock { s in
             let action = s.machine.connectionEnded(
                 slot: slot, reason: reason, resend: settlement.resend, lostUnaccepted: lostUnaccepted,
                 accepted: accepted, now: now)
             if let next = action.next { schedule(next, in: &s) }
             // Under the lock: whoever reads the status (refused credentials, say) then sees the pool down too.
             if action.down { down.store(true, ordering: .relaxed) }
-            return (action, s.machine.window.limit, takeStopWaiter(&s))
+            return (action, s.machine.window.limit, s.takeStopWaiter())
         }
         readyGauge.record(action.readyConnections)
         windowGauge.record(window)
@@ -261,26 +253,17 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
         waiter?.resume()
     }
 
-    /// Schedules an attempt the machine asked for (under the lock, so that a stop cancels it).
-    private func schedule(_ timer: Machine.ConnectTimer, in s: inout State) {
+    /// Counts an attempt the machine asked for by its connect cap, and schedules it.
+    private func schedule(_ timer: Machine.ConnectTimer, in s: inout Shell.State) {
         capAttempts[timer.cap]?.increment()
         if timer.capDelay > .zero { capDelayed[timer.cap]?.increment() }
-        let task = group.next().scheduleTask(in: .nanoseconds(max(0, timer.after.nanoseconds))) {
-            self.timerFired(timer)
-        }
-        s.timers[timer.timer] = task
+        shell.schedule(timer, in: &s) { [self] slot in opening(slot: slot) }
     }
 
-    private func timerFired(_ timer: Machine.ConnectTimer) {
-        let now = clock.now
-        let (proceed, waiter) = state.withLock { s in
-            s.timers[timer.timer] = nil
-            return (s.machine.timerFired(slot: timer.slot, timer: timer.timer, now: now), takeStopWaiter(&s))
-        }
-        waiter?.resume()
-        guard proceed else { return }
+    /// An attempt is due: counted, then opened.
+    private func opening(slot: Int) {
         attemptsCounter.increment()
-        open(slot: timer.slot)
+        open(slot: slot)
     }
 
     private func open(slot: Int) {
@@ -303,40 +286,15 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
     /// Stops opening connections, closes the open ones, and returns what was never settled (pending and in flight),
     /// in order, for the caller to leave uncommitted.
     func stop() async -> [Delivery] {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let (close, waiter) = state.withLock { s in
-                s.stopWaiter = continuation
-                let action = s.machine.stop()
-                for timer in action.cancel { s.timers.removeValue(forKey: timer)?.cancel() }
-                return (action.close, takeStopWaiter(&s))
-            }
-            for handler in close { handler.eventLoop.execute { handler.value.stop() } }
-            waiter?.resume()
+        await shell.stop { handlers in
+            for handler in handlers { handler.eventLoop.execute { handler.value.stop() } }
         }
-        return state.withLock { $0.machine.takeUnsent() }
-    }
-
-    private func takeStopWaiter(_ s: inout State) -> CheckedContinuation<Void, Never>? {
-        guard s.machine.isStopComplete, let waiter = s.stopWaiter else { return nil }
-        s.stopWaiter = nil
-        return waiter
     }
 
     /// No connection is ready and the last attempt failed.
     var isDown: Bool { down.load(ordering: .relaxed) }
 
-    var status: PoolStatus {
-        state.withLock { s in
-            let m = s.machine
-            return PoolStatus(
-                readyConnections: m.readyConnections, pending: m.waitingCount, connectionAttempts: m.attempts,
-                lastError: m.lastError, consecutiveFailures: m.backoff.consecutiveFailures,
-                lateErrorResponses: m.lateErrorResponses, written: writes.load(ordering: .relaxed),
-                everConnected: m.everConnected, credentialsRefused: m.credentialsRefused,
-                lastEnd: m.lastEnd.map { "\($0)" },
-                events: m.log.map { PoolEvent(slot: $0.slot, kind: $0.kind, at: $0.at) })
-        }
-    }
+    var status: PoolStatus { shell.status(written: writes.load(ordering: .relaxed)) }
 }
 
 extension ClientBootstrap {

@@ -39,20 +39,46 @@ extension Array {
     }
 }
 
+/// Deliveries for one app, in its transport.
+public enum Deliveries: Sendable {
+    case binary([Delivery])
+    case http2([HTTP2Delivery])
+
+    public var count: Int {
+        switch self {
+        case .binary(let deliveries): deliveries.count
+        case .http2(let deliveries): deliveries.count
+        }
+    }
+}
+
+/// What a stopped engine hands back: the deliveries that have no outcome, for the caller to leave uncommitted.
+public struct Unsettled: Sendable {
+    public var binary: [Delivery] = []
+    public var http2: [HTTP2Delivery] = []
+
+    public init(binary: [Delivery] = [], http2: [HTTP2Delivery] = []) {
+        self.binary = binary
+        self.http2 = http2
+    }
+
+    public var count: Int { binary.count + http2.count }
+}
+
 /// What the worker's pipeline delivers through: a ``DeliveryEngine``, or a test's fake that answers with outcomes
 /// of its own.
 public protocol NotificationDelivery: AnyObject, Sendable {
     /// Opens the gateway connections.
     func start()
-    func enqueue(_ deliveries: [Delivery], to app: AppKey)
-    func enqueue(_ deliveries: [HTTP2Delivery], to app: AppKey)
+    /// Hands deliveries to the app's connections.
+    func enqueue(_ deliveries: Deliveries, to app: AppKey)
     /// Whether the app's gateway is down: no connection ready and the last attempt failed.
     func isDown(_ app: AppKey) -> Bool
     func status(of app: AppKey) -> PoolStatus?
     /// The apps it can deliver to.
     var apps: [AppKey] { get }
-    /// Stops delivering: the binary deliveries without an outcome, and how many HTTP/2 ones had none.
-    func stopAll() async -> (binary: [Delivery], http2: Int)
+    /// Stops delivering: what has no outcome.
+    func stop() async -> Unsettled
 }
 
 /// One ``ConnectionPool`` per binary (app, environment), one ``HTTP2Pool`` per HTTP/2 one. Every enqueued delivery
@@ -114,31 +140,30 @@ public final class DeliveryEngine: NotificationDelivery {
     /// The apps this engine can deliver to.
     public var apps: [AppKey] { Array(pools.keys) + Array(http2Pools.keys) }
 
-    /// Hands HTTP/2 deliveries to the pool for `app` at once. One lock for the batch.
-    public func enqueue(_ deliveries: [HTTP2Delivery], to app: AppKey) {
-        guard let pool = http2Pools[app] else { preconditionFailure("no http2 pool for \(app)") }
-        pool.submit(deliveries)
+    /// Hands deliveries to the pool for `app` at once, one lock for the batch. The app's transport must be theirs.
+    public func enqueue(_ deliveries: Deliveries, to app: AppKey) {
+        switch deliveries {
+        case .binary(let deliveries):
+            guard let pool = pools[app] else { preconditionFailure("no binary pool for \(app)") }
+            pool.submit(deliveries)
+        case .http2(let deliveries):
+            guard let pool = http2Pools[app] else { preconditionFailure("no http2 pool for \(app)") }
+            pool.submit(deliveries)
+        }
     }
 
     /// The provider-token cache of an HTTP/2 app with token authentication (its age and renewals are metrics).
     public func providerTokens(of app: AppKey) -> ProviderTokenCache? { http2Pools[app]?.tokenCache }
 
-    /// Hands binary deliveries to the pool for `app` at once. One lock for the batch.
-    public func enqueue(_ deliveries: [Delivery], to app: AppKey) {
-        guard let pool = pools[app] else { preconditionFailure("no pool for \(app)") }
-        pool.submit(deliveries)
-    }
-
     /// Whether the app's gateway is down: no connection ready and the last attempt failed.
     public func isDown(_ app: AppKey) -> Bool { pools[app]?.isDown ?? http2Pools[app]?.isDown ?? false }
 
-    /// Stops every pool: the binary deliveries without an outcome, and how many HTTP/2 ones had none.
-    public func stopAll() async -> (binary: [Delivery], http2: Int) {
-        var unsettled: [Delivery] = []
-        for pool in pools.values { unsettled += await pool.stop() }
-        var http2 = 0
-        for pool in http2Pools.values { http2 += await pool.stop() }
-        return (unsettled, http2)
+    /// Stops every pool: what has no outcome (queued, waiting to be resent, or cut off on a closed connection).
+    public func stop() async -> Unsettled {
+        var unsettled = Unsettled()
+        for pool in pools.values { unsettled.binary += await pool.stop() }
+        for pool in http2Pools.values { unsettled.http2 += await pool.stop() }
+        return unsettled
     }
 
     public func status(of app: AppKey) -> PoolStatus? { pools[app]?.status ?? http2Pools[app]?.status }

@@ -28,6 +28,12 @@ enum ConnectionEnd: Sendable, Equatable {
     case dropped(carriedNotifications: Bool)
     /// Renewed because it had been idle too long.
     case idleRenewal
+    /// HTTP/2: it took no new streams (GOAWAY, or retired by this side) and closed once its streams finished;
+    /// replaced at once (the connect cap still applies).
+    case retired
+    /// HTTP/2: the provider API refused the app's credentials on a request (403 InvalidProviderToken,
+    /// BadCertificate, …); the connection was retired and its replacement backs off.
+    case refusedByAPI(String)
     /// The engine is stopping.
     case stopped
 

@@ -131,8 +131,7 @@ public final class Pipeline: RecordSink {
 
     /// Stops delivering: what has no outcome is left uncommitted (delivered again after a restart).
     public func stop() async -> Int {
-        let unsettled = await engine.stopAll()
-        return unsettled.binary.count + unsettled.http2
+        await engine.stop().count
     }
 
     /// Waits until every held record is settled (its outcome known and counted, its output events acknowledged), or
@@ -175,10 +174,10 @@ public final class Pipeline: RecordSink {
     private func deliver(_ decoded: DecodedBatch) {
         let admitted = keeper.admit(decoded, formats: admission.endpointFormats, http2: isHTTP2)
         for (index, deliveries) in admitted.binary.enumerated() where !deliveries.isEmpty {
-            engine.enqueue(deliveries, to: admission.endpointKeys[index])
+            engine.enqueue(.binary(deliveries), to: admission.endpointKeys[index])
         }
         for (index, deliveries) in admitted.http2.enumerated() where !deliveries.isEmpty {
-            engine.enqueue(deliveries, to: admission.endpointKeys[index])
+            engine.enqueue(.http2(deliveries), to: admission.endpointKeys[index])
         }
     }
 

@@ -370,7 +370,7 @@ extension BoundedDeliveryEngine {
             #expect(simulator.recorded.isEmpty)
             #expect(log.count == 0)
             let unsettled = await engine.stop()
-            #expect(unsettled.map(\.ticket.value) == Array(1...5))
+            #expect(unsettled.binary.map(\.ticket.value) == Array(1...5))
         }
     }
 
@@ -387,7 +387,7 @@ extension BoundedDeliveryEngine {
             #expect(simulator.recorded.isEmpty)
             #expect(log.count == 0)
             let unsettled = await engine.stop()
-            #expect(unsettled.map(\.ticket.value) == Array(1...5))
+            #expect(unsettled.binary.map(\.ticket.value) == Array(1...5))
         }
     }
 

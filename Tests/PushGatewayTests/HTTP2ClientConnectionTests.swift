@@ -55,7 +55,7 @@ import Testing
             case .unprocessed(let d, _): tally.withLock { $0.unprocessed += d.count }
             case .lost(let d, let reason): tally.withLock { $0.lost += Array(repeating: reason, count: d.count) }
             case .draining: tally.withLock { $0.draining = true }
-            case .connectionError: break
+            case .ready, .connectionError: break
             case .closed: tally.withLock { $0.closed = true }
             }
             let t = tally.withLock { $0 }

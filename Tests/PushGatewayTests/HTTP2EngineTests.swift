@@ -72,22 +72,22 @@ import Testing
             // A steady flow: `batches` equal parts, one every `every` (the load's pace, not a wait for an event).
             let size = (count + paced.batches - 1) / paced.batches
             for start in stride(from: 0, to: count, by: size) {
-                engine.enqueue(Array(deliveries[start..<min(count, start + size)]), to: endpoint.key)
+                engine.enqueue(.http2(Array(deliveries[start..<min(count, start + size)])), to: endpoint.key)
                 try await Task.sleep(for: paced.every)
             }
         } else if let pause {
             // The second half goes out once `pause` has passed on the clock (a token's lifetime, say).
-            engine.enqueue(Array(deliveries.prefix(count / 2)), to: endpoint.key)
+            engine.enqueue(.http2(Array(deliveries.prefix(count / 2))), to: endpoint.key)
             #expect(await engine.drain(timeout: .seconds(60)))
             try await Task.sleep(for: pause)
-            engine.enqueue(Array(deliveries.dropFirst(count / 2)), to: endpoint.key)
+            engine.enqueue(.http2(Array(deliveries.dropFirst(count / 2))), to: endpoint.key)
         } else {
-            engine.enqueue(deliveries, to: endpoint.key)
+            engine.enqueue(.http2(deliveries), to: endpoint.key)
         }
         let settled = await engine.drain(timeout: .seconds(60))
         #expect(settled, "\(engine.held) deliveries without an outcome")
         let renewals = engine.providerTokens(of: endpoint.key)?.renewalCount ?? 0
-        _ = await engine.stopAll()
+        _ = await engine.stop()
         let counts = simulator.summary
         let recorded = simulator.recordedRequests
         await simulator.stop()
@@ -256,5 +256,40 @@ import Testing
         #expect(r.outcomes.count == 500)
         #expect(r.outcomes.values.allSatisfy { $0.count == 1 && $0[0].result == .accepted })
         #expect(Set(r.recorded.map(\.token)).count == 500)
+    }
+
+    /// A client certificate the API refuses in the TLS handshake: the pool reports refused credentials and the
+    /// connection's end, counts as down, sends nothing, and hands every request back unsettled at stop.
+    @Test(.timeLimit(.minutes(1))) func aRefusedClientCertificateIsReportedAndEveryRequestHandedBack() async throws {
+        var quiet = Logger(label: "test")
+        quiet.logLevel = .critical
+        let simulator = try GatewaySimulator(configuration: HTTP2ClientConnectionTests.simulator { _ in }, logger: quiet)
+        let addresses = try await simulator.start()
+        let endpoint = AppEndpoint(
+            app: "com.example.app", environment: .production, gatewayHost: "127.0.0.1", gatewayPort: 0,
+            feedbackHost: "127.0.0.1", feedbackPort: 0, connections: 1, format: .frame,
+            certificatePath: TestPKI.path("rogue-client.pem"), privateKeyPath: TestPKI.path("rogue-client-key.pem"),
+            caPath: TestPKI.path("ca.pem"),
+            http2: HTTP2Endpoint(host: "127.0.0.1", port: try #require(addresses.apiPort), authentication: .certificate))
+        var delivery = DeliveryConfiguration()
+        delivery.reconnectInitial = .milliseconds(5)
+        delivery.reconnectMaximum = .milliseconds(50)
+        let outcomes = Atomic<Int>(0)
+        let engine = try BoundedDeliveryEngine(endpoints: [endpoint], configuration: delivery, logger: quiet) { batch in
+            outcomes.add(batch.count, ordering: .relaxed)
+        }
+        engine.start()
+        engine.enqueue(.http2(HTTP2ClientConnectionTests.deliveries(5, tokenOf: { $0 })), to: endpoint.key)
+        // Each attempt is refused the same way: down and refused hold together between attempts.
+        #expect(await eventually { engine.isDown(endpoint.key) && engine.status(of: endpoint.key)!.credentialsRefused })
+        let status = try #require(engine.status(of: endpoint.key))
+        #expect(status.lastEnd?.hasPrefix("handshakeRefused") == true, "\(status.lastEnd ?? "none")")
+        #expect(status.events.contains { $0.kind == .attempt })
+        #expect(status.pending == 5)
+        let unsettled = await engine.stop()
+        #expect(unsettled.http2.map(\.ticket) == HTTP2ClientConnectionTests.deliveries(5, tokenOf: { $0 }).map(\.ticket))
+        #expect(outcomes.load(ordering: .relaxed) == 0)
+        #expect(simulator.recordedRequests.isEmpty)
+        await simulator.stop()
     }
 }

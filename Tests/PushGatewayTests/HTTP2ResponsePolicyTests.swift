@@ -28,10 +28,10 @@ import Testing
     /// The response counter's labels: Apple's reasons as they are, any other reason as `other`, so the number of
     /// counters stays bounded whatever the gateway sends; the delivery error keeps the reason as sent.
     @Test func aReasonOutsideApplesListIsCountedAsOther() {
-        #expect(HTTP2Pool.ResponseKey(APNsResponse(status: 200)) == .init(status: 200, reason: nil))
-        #expect(HTTP2Pool.ResponseKey(APNsResponse(status: 400, reason: "BadDeviceToken")) == .init(status: 400, reason: "BadDeviceToken"))
+        #expect(HTTP2PoolMetrics.ResponseKey(APNsResponse(status: 200)) == .init(status: 200, reason: nil))
+        #expect(HTTP2PoolMetrics.ResponseKey(APNsResponse(status: 400, reason: "BadDeviceToken")) == .init(status: 400, reason: "BadDeviceToken"))
         for reason in ["BadDeviceToken ", "baddevicetoken", "request 81f3", String(repeating: "x", count: 4000), ""] {
-            #expect(HTTP2Pool.ResponseKey(APNsResponse(status: 400, reason: reason)) == .init(status: 400, reason: "other"))
+            #expect(HTTP2PoolMetrics.ResponseKey(APNsResponse(status: 400, reason: reason)) == .init(status: 400, reason: "other"))
             var d = Self.delivery()
             guard case .final(let outcome) = decide(400, reason, &d).0, case .failed(_, _, let detail) = outcome.result else {
                 Issue.record("\(reason.prefix(20)): not a final failure")

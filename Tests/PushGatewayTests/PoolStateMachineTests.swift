@@ -3,7 +3,7 @@ import Testing
 @testable import PushGateway
 
 /// The connection handle the pure pool tests hand in: a name.
-typealias Pool = PoolStateMachine<ManualInstant, String>
+typealias Pool = PoolStateMachine<ManualInstant, String, Delivery, SendWindow>
 
 func pool(
     connections: Int = 2, perMinute: Int = 60, burst: Int = 20, rejectionsPerMinute: Int = 600,

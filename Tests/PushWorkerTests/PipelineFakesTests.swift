@@ -20,7 +20,7 @@ import Testing
         }
 
 
-        func enqueue(_ deliveries: [Delivery], to app: AppKey) {
+        func enqueue(binary deliveries: [Delivery]) {
             enqueued.add(deliveries.count, ordering: .relaxed)
             hooks.onOutcomes(deliveries.map { d in
                 refused.contains(d.tokenSource.token)
@@ -36,7 +36,7 @@ import Testing
 
         init(hooks: DeliveryHooks) { self.hooks = hooks }
 
-        func enqueue(_ deliveries: [Delivery], to app: AppKey) { held.withLock { $0 += deliveries } }
+        func enqueue(binary deliveries: [Delivery]) { held.withLock { $0 += deliveries } }
 
         var count: Int { held.withLock { $0.count } }
 
@@ -173,13 +173,22 @@ import Testing
 }
 
 /// A fake engine for one binary app: nothing to start, stop or report.
-protocol BinaryOnlyDelivery: NotificationDelivery {}
+protocol BinaryOnlyDelivery: NotificationDelivery {
+    func enqueue(binary deliveries: [Delivery])
+}
 
 extension BinaryOnlyDelivery {
     func start() {}
     var apps: [AppKey] { [] }
     func isDown(_ app: AppKey) -> Bool { false }
     func status(of app: AppKey) -> PoolStatus? { nil }
-    func stopAll() async -> (binary: [Delivery], http2: Int) { ([], 0) }
-    func enqueue(_ deliveries: [HTTP2Delivery], to app: AppKey) { Issue.record("no HTTP/2 app is configured") }
+    func stop() async -> Unsettled { Unsettled() }
+
+    func enqueue(_ deliveries: Deliveries, to app: AppKey) {
+        guard case .binary(let deliveries) = deliveries else {
+            Issue.record("no HTTP/2 app is configured")
+            return
+        }
+        enqueue(binary: deliveries)
+    }
 }

@@ -1,10 +1,13 @@
 import NIOCore
 import NIOPosix
 import NIOSSL
+import NIOTLS
 import PushCore
 
 /// What an HTTP/2 connection reports to its owner, on its event loop.
 public enum HTTP2ConnectionEvent: Sendable {
+    /// The TLS handshake completed: the connection can carry requests (as the server's SETTINGS allow).
+    case ready
     /// Streams are available (the server's SETTINGS arrived, or streams finished): the owner may submit this many.
     case capacity(Int)
     /// Responses arrived (all those of one read from the socket, in order): final or not, the owner decides
@@ -21,8 +24,9 @@ public enum HTTP2ConnectionEvent: Sendable {
     /// The server broke the protocol or a limit of SPEC section 13: this side sent GOAWAY with the error's code and
     /// closes the connection (its open streams are lost).
     case connectionError(HTTP2Wire.ConnectionError)
-    /// The connection has closed; nothing more comes from it.
-    case closed
+    /// The connection has closed; nothing more comes from it. `tlsRefusal` says why TLS ended it before the server
+    /// sent anything (a certificate refused), if it did.
+    case closed(tlsRefusal: String?)
 }
 
 /// A response to one request, `latency` nanoseconds after its stream opened.
@@ -103,6 +107,10 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     private var active = false
     /// The server broke the protocol: GOAWAY is written, the connection closing, nothing more read.
     private var failed = false
+    /// Whether anything came from the server.
+    private var receivedAny = false
+    /// Why TLS ended the connection before the server sent anything: a certificate refused, by either side.
+    public private(set) var tlsRefusal: String?
 
     /// - Parameters:
     ///   - authorization: the provider token to send with each request (nil with certificate authentication);
@@ -207,6 +215,7 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !failed else { return }
         var buffer = unwrapInboundIn(data)
+        receivedAny = true
         lastRead = context.eventLoop.now
         pingOutstanding = false
         if checkingPath {
@@ -343,11 +352,24 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
         responses = [:]
         let lost = book.closed()
         if !lost.isEmpty { onEvent(.lost(lost, reason: "connection lost")) }
-        onEvent(.closed)
+        onEvent(.closed(tlsRefusal: tlsRefusal))
         context.fireChannelInactive()
     }
 
+    public func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case TLSUserEvent.handshakeCompleted = event { onEvent(.ready) }
+        context.fireUserInboundEventTriggered(event)
+    }
+
     public func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if tlsRefusal == nil, !receivedAny {
+            // With TLS 1.3 a refused client certificate arrives as an alert on the first read (its code is private
+            // to swift-nio-ssl): any TLS error before the server's first byte counts as the refusal.
+            switch error {
+            case NIOSSLError.handshakeFailed, BoringSSLError.sslError: tlsRefusal = String(describing: error)
+            default: break
+            }
+        }
         context.close(promise: nil)
     }
 
