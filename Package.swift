@@ -37,11 +37,11 @@ let package = Package(
         // Protocol core: event validation, payload bytes, binary frames, decoders. No I/O.
         .target(
             name: "PushCore",
-            dependencies: ["CPushSHA", "CPushScan", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: [
+                "CPushScan", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: strict
         ),
-        // SHA-1 block compression with the x86 SHA extensions, for PushCore's derived apns-ids. No I/O.
-        .target(name: "CPushSHA"),
         // The JSON reader's and the device token's sixteen-byte steps (SSE2), inline in its header. No I/O.
         .target(name: "CPushScan"),
         // Collections of our own for the long queues of held notifications (chunked: no doubling, memory given back).
