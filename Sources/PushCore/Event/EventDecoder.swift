@@ -8,8 +8,9 @@ import NIOCore
 /// payload too large.
 ///
 /// The HTTP/2 fields (`push_type`, `collapse_id`, `apns_id`) are validated for every event; a decoder for an http2
-/// app (``EventDecoder/http2``) also allows priority 1 and takes the payload limit from the push type (4096 bytes,
-/// 5120 for voip).
+/// app (``EventDecoder/http2``) also allows priority 1, takes the payload limit from the push type (4096 bytes,
+/// 5120 for voip) and checks `aps` against Apple's current key reference (Live Activity rules included) instead of
+/// SPEC section 2's list.
 public struct EventDecoder: Sendable {
     /// The largest payload allowed, in bytes (2048 for the frame format, 256 for the legacy formats; for HTTP/2 the
     /// limit of the event's push type).
@@ -54,6 +55,7 @@ public struct EventDecoder: Sendable {
 
     public func decode(_ bytes: UnsafeRawBufferPointer) -> Result<NotificationEvent, EventRejection> {
         var scan = EventScan(reader: JSONReader(bytes))
+        scan.http2Rules = usesHTTP2Rules
         do {
             try scan.readEvent(knownApps: knownApps)
         } catch {
@@ -68,6 +70,7 @@ public struct EventDecoder: Sendable {
     /// from there.
     public func decode(_ bytes: UnsafeRawBufferPointer, staging: inout [UInt8]) -> Result<StagedNotification, EventRejection> {
         var scan = EventScan(reader: JSONReader(bytes))
+        scan.http2Rules = usesHTTP2Rules
         do {
             try scan.readEvent(knownApps: knownApps)
         } catch {

@@ -99,19 +99,29 @@ enum EventField: Int, CaseIterable, KnownKey {
 /// The keys of an alert dictionary that have a defined type.
 enum AlertKey: Int, CaseIterable, KnownKey {
     case body, title, actionLocKey, locKey, locArgs, titleLocKey, titleLocArgs, launchImage
+    /// Apple's current reference only (http2 apps).
+    case subtitle, subtitleLocKey, subtitleLocArgs
 
     static func spelled(by k: UnsafeRawBufferPointer) -> AlertKey? {
         switch k.count {
         case 4: k.spells("body") ? .body : nil
         case 5: k.spells("title") ? .title : nil
         case 7: k.spells("loc-key") ? .locKey : nil
-        case 8: k.spells("loc-args") ? .locArgs : nil
+        case 8: k.spells("loc-args") ? .locArgs : k.spells("subtitle") ? .subtitle : nil
         case 12: k.spells("launch-image") ? .launchImage : nil
         case 13: k.spells("title-loc-key") ? .titleLocKey : nil
         case 14: k.spells("action-loc-key") ? .actionLocKey : k.spells("title-loc-args") ? .titleLocArgs : nil
+        case 16: k.spells("subtitle-loc-key") ? .subtitleLocKey : nil
+        case 17: k.spells("subtitle-loc-args") ? .subtitleLocArgs : nil
         default: nil
         }
     }
+
+    /// Whether the seeds' 2016 list (SPEC section 2, binary apps) has it.
+    var isInSeedsList: Bool { rawValue <= AlertKey.launchImage.rawValue }
+
+    /// Whether Apple's current reference (SPEC section 9, http2 apps) has it.
+    var isCurrent: Bool { self != .actionLocKey }
 
     var name: String { spelling.description }
 
@@ -125,6 +135,9 @@ enum AlertKey: Int, CaseIterable, KnownKey {
         case .titleLocKey: "title-loc-key"
         case .titleLocArgs: "title-loc-args"
         case .launchImage: "launch-image"
+        case .subtitle: "subtitle"
+        case .subtitleLocKey: "subtitle-loc-key"
+        case .subtitleLocArgs: "subtitle-loc-args"
         }
     }
 }
@@ -149,6 +162,47 @@ enum ApsKey: Int, CaseIterable, KnownKey {
         case .sound: "sound"
         case .contentAvailable: "content-available"
         case .category: "category"
+        }
+    }
+}
+
+/// The keys of `aps` in Apple's current payload key reference (SPEC section 9): what an http2 app's event is checked
+/// against. Any other key passes through untouched.
+enum CurrentApsKey: Int, CaseIterable, KnownKey {
+    case alert, badge, sound, threadID, category, contentAvailable, mutableContent, targetContentID, interruptionLevel
+    case relevanceScore, filterCriteria
+    /// Live Activities.
+    case event, timestamp, staleDate, dismissalDate, contentState, attributesType, attributes, inputPushToken
+    case inputPushChannel
+
+    var bit: UInt32 { 1 << UInt32(rawValue) }
+
+    static func spelled(by k: UnsafeRawBufferPointer) -> CurrentApsKey? {
+        allCases.first { k.spells($0.spelling) }
+    }
+
+    var spelling: StaticString {
+        switch self {
+        case .alert: "alert"
+        case .badge: "badge"
+        case .sound: "sound"
+        case .threadID: "thread-id"
+        case .category: "category"
+        case .contentAvailable: "content-available"
+        case .mutableContent: "mutable-content"
+        case .targetContentID: "target-content-id"
+        case .interruptionLevel: "interruption-level"
+        case .relevanceScore: "relevance-score"
+        case .filterCriteria: "filter-criteria"
+        case .event: "event"
+        case .timestamp: "timestamp"
+        case .staleDate: "stale-date"
+        case .dismissalDate: "dismissal-date"
+        case .contentState: "content-state"
+        case .attributesType: "attributes-type"
+        case .attributes: "attributes"
+        case .inputPushToken: "input-push-token"
+        case .inputPushChannel: "input-push-channel"
         }
     }
 }

@@ -21,13 +21,13 @@ extension EventScan {
                     try reader.skipValue(depth: 2)
                     continue
                 }
-                try readAps()
+                if http2Rules { try readCurrentAps() } else { try readAps() }
             } while try reader.nextMember(close: UInt8(ascii: "}"))
         }
         if !apsSeen { payloadProblem("payload has no 'aps' object") }
     }
 
-    private mutating func apsWrongType(_ name: String, expected: String, depth: Int) throws(JSONSyntaxError) {
+    mutating func apsWrongType(_ name: String, expected: String, depth: Int) throws(JSONSyntaxError) {
         payloadProblem("'aps.\(name)' must be \(expected), not \(reader.kindOfNextValue()?.rawValue ?? "nothing")")
         try reader.skipValue(depth: depth)
     }
@@ -81,17 +81,18 @@ extension EventScan {
         } while try reader.nextMember(close: UInt8(ascii: "}"))
     }
 
-    private mutating func readAlertDictionary() throws(JSONSyntaxError) {
+    /// An alert dictionary: the keys of SPEC section 2's list, or of Apple's current reference for an http2 app.
+    mutating func readAlertDictionary() throws(JSONSyntaxError) {
         reader.position &+= 1
-        var seenKeys: UInt8 = 0
+        var seenKeys: UInt16 = 0
         guard try !reader.objectIsEmpty() else { return }
         repeat {
             let key = try reader.readKey()
-            guard let known = reader.match(key, as: AlertKey.self) else {
+            guard let known = reader.match(key, as: AlertKey.self), http2Rules ? known.isCurrent : known.isInSeedsList else {
                 try reader.skipValue(depth: 4)
                 continue
             }
-            let bit: UInt8 = 1 << known.rawValue
+            let bit: UInt16 = 1 << known.rawValue
             if seenKeys & bit != 0 {
                 payloadProblem("'aps.alert.\(known.name)' appears more than once")
                 try reader.skipValue(depth: 4)
@@ -100,7 +101,7 @@ extension EventScan {
             seenKeys |= bit
             let kind = reader.kindOfNextValue()
             switch known {
-            case .body, .title, .locKey, .titleLocKey, .launchImage:
+            case .body, .title, .locKey, .titleLocKey, .launchImage, .subtitle, .subtitleLocKey:
                 guard kind == .string else { try apsWrongType("alert.\(known.name)", expected: "a string", depth: 4); continue }
                 let text = try reader.readString()
                 if known == .body { alertText = text }
@@ -110,14 +111,14 @@ extension EventScan {
                     continue
                 }
                 try reader.skipValue(depth: 4)
-            case .locArgs, .titleLocArgs:
+            case .locArgs, .titleLocArgs, .subtitleLocArgs:
                 guard kind == .array else { try apsWrongType("alert.\(known.name)", expected: "an array of strings", depth: 4); continue }
                 try readStringArray(name: known.name)
             }
         } while try reader.nextMember(close: UInt8(ascii: "}"))
     }
 
-    private mutating func readStringArray(name: String) throws(JSONSyntaxError) {
+    mutating func readStringArray(name: String) throws(JSONSyntaxError) {
         reader.position &+= 1
         reader.skipWhitespace()
         if reader.peek() == UInt8(ascii: "]") { reader.position &+= 1; return }

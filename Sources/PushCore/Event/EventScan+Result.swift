@@ -102,7 +102,11 @@ extension EventScan {
     /// The first problem of the payload and the priority, once the fields and the token passed.
     private func problem(carriesPriority: Bool, http2: Bool) -> EventError? {
         if let payloadProblem { return .invalidPayload(payloadProblem) }
+        if http2, pushType == .liveactivity, let problem = liveActivityProblem { return .invalidPayload(problem) }
         if let priorityProblem { return .invalidPriority(priorityProblem) }
+        if http2, pushType == .liveactivity, priority == .lowest {
+            return .invalidPriority("push type liveactivity takes priority 5 or 10, not 1")
+        }
         if priority == .lowest && !http2 {
             return .invalidPriority("priority 1 is only for apps on the http2 transport")
         }

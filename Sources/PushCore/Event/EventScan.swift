@@ -57,6 +57,11 @@ struct EventScan {
     var apsSeen = false
     var apsKeyCount = 0
     var apsHasContentAvailable = false
+    /// Whether `aps` is read by Apple's current reference (an http2 app) rather than SPEC section 2's list.
+    var http2Rules = false
+    /// The current reference's `aps` keys present (``CurrentApsKey/bit``), and a Live Activity's `event`.
+    var currentApsKeys: UInt32 = 0
+    var liveActivityEvent: LiveActivityEvent?
     /// The alert text that truncation may shorten (`alert`, or `alert.body`).
     var alertText: JSONString?
 

@@ -104,7 +104,10 @@ private func request(_ json: String, mdmTopic: String? = nil) throws -> APNsRequ
     ])
     func topicSuffixes(type: PushType, topic: String) throws {
         let priority = type == .background ? #","priority":5"# : ""
-        let r = try request(event(#","push_type":"\#(type.rawValue)"\#(priority)"#), mdmTopic: "com.apple.mgmt.External.42")
+        // A Live Activity's aps needs what its event does (SPEC section 9).
+        let payload = type == .liveactivity ? #"{"aps":{"event":"end","timestamp":1}}"# : #"{"aps":{"alert":"Hi"}}"#
+        let r = try request(
+            event(#","push_type":"\#(type.rawValue)"\#(priority)"#, payload: payload), mdmTopic: "com.apple.mgmt.External.42")
         #expect(r.topic == topic)
         #expect(r.pushType == type)
     }
