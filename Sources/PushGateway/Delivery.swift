@@ -241,6 +241,10 @@ public struct DeliveryOutcome: Sendable, Hashable {
     public var httpStatus: UInt16?
     /// HTTP/2 410: when Apple says the token stopped being valid (UNIX milliseconds): a feedback event follows.
     public var unregisteredAt: Int64?
+    /// HTTP/2, once sent: the request's `apns-id`; and Apple's `apns-unique-id` from the final response, when it sent
+    /// one (the sandbox). Output events carry both (SPEC section 3).
+    public var apnsID: APNsID?
+    public var apnsUniqueID: String?
 
     /// Whether the gateway accepted it (read in place: no copy of the result).
     @inlinable public var isAccepted: Bool {

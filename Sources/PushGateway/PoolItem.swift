@@ -16,8 +16,7 @@ extension Delivery: PoolItem {
 
 extension HTTP2Delivery: PoolItem {
     func failedByPool(_ reason: DeliveryErrorReason, _ detail: String) -> DeliveryOutcome {
-        DeliveryOutcome(
-            ticket: ticket, tokenSource: tokenSource, result: .failed(reason, status: nil, detail: detail), attempts: sends)
+        outcome(.failed(reason, status: nil, detail: detail))
     }
 }
 

@@ -55,6 +55,8 @@ public struct SimulatorConfiguration: Sendable {
     public var unregistered: [[UInt8]: Int64] = [:]
     /// After this many answered requests, a connection sends GOAWAY naming the last and closes.
     public var goawayEvery: Int?
+    /// Answer as Apple's sandbox: every API response carries an `apns-unique-id` (a new UUID).
+    public var sandbox = false
     /// The share of otherwise accepted requests answered 429 TooManyRequests, and 503 ServiceUnavailable.
     public var rate429 = 0.0
     /// At most this many requests to one device token are accepted per second (across connections); more are

@@ -98,7 +98,7 @@ struct OutputBuilder: Sendable {
                 if item.plan.contains(.report), let topic = topics.report {
                     let report = DeliveryReport(
                         eventID: item.held.id, app: endpoint.app, environment: endpoint.environment, token: token,
-                        attempts: item.outcome.attempts, source: item.source, occurredAt: now)
+                        attempts: item.outcome.attempts, ids: item.outcome.ids, source: item.source, occurredAt: now)
                     built.messages.append(OutgoingMessage(topic: topic, key: Array(token.hex.utf8), value: report.json(), ticket: ticket))
                 }
             case .failed(let reason, let status, let detail):
@@ -106,7 +106,8 @@ struct OutputBuilder: Sendable {
                 let event = DeliveryErrorEvent(
                     eventID: item.held.id, app: endpoint.app, environment: endpoint.environment.rawValue, token: hex,
                     reason: reason, status: item.outcome.httpStatus ?? status.map { UInt16($0.code) }, detail: detail,
-                    attempts: item.outcome.attempts, source: item.source, occurredAt: now, messageKey: hex)
+                    attempts: item.outcome.attempts, source: item.source, occurredAt: now, messageKey: hex,
+                    ids: item.outcome.ids)
                 built.messages.append(OutgoingMessage(topic: topics.error, key: Array(hex.utf8), value: event.json(), ticket: ticket))
                 if item.plan.contains(.feedback), let unregisteredAt = item.outcome.unregisteredAt, let topic = topics.feedback {
                     // SPEC section 9: the response's timestamp (milliseconds) converted to the feedback event's seconds.
@@ -137,6 +138,7 @@ struct DeliveryReport {
     var environment: APNsEnvironment
     var token: DeviceToken
     var attempts: Int
+    var ids: NotificationIDs
     var source: RecordSource
     var occurredAt: Int64
 
@@ -148,6 +150,7 @@ struct DeliveryReport {
         w.field("environment", environment.rawValue)
         w.field("token", token.hex)
         w.field("attempts", Int64(attempts))
+        ids.write(into: &w)
         source.write("source", into: &w)
         w.field("accepted_at", RFC3339.format(unixMilliseconds: occurredAt))
         w.endObject()
@@ -159,5 +162,12 @@ extension OutgoingMessage {
     /// An output event of the held record `ticket`: its acknowledgement settles one of the record's outputs.
     init(topic: ProducerTopic, key: [UInt8]?, value: [UInt8]?, ticket: LedgerTicket) {
         self.init(topic: topic, key: key, value: value, tag: ticket.rawValue)
+    }
+}
+
+extension DeliveryOutcome {
+    /// The ids its output events carry (no broadcast yet: `channel_id` stays null).
+    var ids: NotificationIDs {
+        NotificationIDs(apnsID: apnsID?.description, apnsUniqueID: apnsUniqueID)
     }
 }

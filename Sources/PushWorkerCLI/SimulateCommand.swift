@@ -57,6 +57,7 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "The key id provider tokens must name (kid).") var keyID: String?
     @Option(help: "API: answer 410 Unregistered for the tokens listed in FILE (lines 'HEXTOKEN UNIXTIME_MS').") var unregistered: String?
     @Option(help: "API: after every N answered requests on a connection, send GOAWAY naming the last and close.") var goawayEvery: Int?
+    @Flag(help: "API: answer as Apple's sandbox does, with an apns-unique-id on every response.") var sandbox = false
     @Option(name: .customLong("rate-429"), help: "API: answer this share of requests 429 TooManyRequests (0...1).") var rate429 = 0.0
     @Option(name: .customLong("token-rate"), help: "API: accept at most N requests per second to one device token; answer the others 429 TooManyRequests.") var tokenRate: Int?
     @Option(name: .customLong("rate-503"), help: "API: answer this share of requests 503 ServiceUnavailable (0...1).") var rate503 = 0.0
@@ -122,6 +123,7 @@ struct SimulateCommand: AsyncParsableCommand {
         c.teamID = teamID
         c.keyID = keyID
         c.goawayEvery = goawayEvery
+        c.sandbox = sandbox
         c.rate429 = rate429
         c.tokenRate = tokenRate
         c.rate503 = rate503

@@ -100,8 +100,8 @@ struct HTTP2ClientSessionTests {
         server.response(1, status: 400, body: #"{"reason":"BadTopic"}"#)
         _ = try client.feed(server)
         #expect(client.events.count == 3)
-        if case .headers(3, 200, true) = client.events[0] {} else { Issue.record("\(client.events[0])") }
-        if case .headers(1, 400, false) = client.events[1] {} else { Issue.record("\(client.events[1])") }
+        if case .headers(3, 200, true, nil) = client.events[0] {} else { Issue.record("\(client.events[0])") }
+        if case .headers(1, 400, false, nil) = client.events[1] {} else { Issue.record("\(client.events[1])") }
         if case .data(1, let body, true) = client.events[2] {
             #expect(String(buffer: body) == #"{"reason":"BadTopic"}"#)
         } else {
@@ -171,7 +171,7 @@ struct HTTP2ClientSessionTests {
             var server = ServerFrames()
             server.response(1, statusText: text)
             _ = try client.feed(server)
-            guard case .headers(1, let status, true)? = client.events.last else {
+            guard case .headers(1, let status, true, nil)? = client.events.last else {
                 Issue.record("\(text): \(client.events)")
                 continue
             }
@@ -244,7 +244,7 @@ struct HTTP2ClientSessionTests {
         #expect(client.events.count == 3)
         if case .reset(1, 7) = client.events[0] {} else { Issue.record("\(client.events[0])") }
         if case .goAway(3) = client.events[1] {} else { Issue.record("\(client.events[1])") }
-        if case .headers(3, 200, true) = client.events[2] {} else { Issue.record("\(client.events[2])") }
+        if case .headers(3, 200, true, nil) = client.events[2] {} else { Issue.record("\(client.events[2])") }
         // 1 reset, 3 answered, 5 cancelled, 7 above the GOAWAY (forgotten as the connection does): none open.
         client.session.forget(7)
         #expect(client.session.openStreams == 0)

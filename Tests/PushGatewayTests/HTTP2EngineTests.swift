@@ -108,6 +108,27 @@ import Testing
         #expect(Set(r.recorded.map(\.token)).count == 800)
     }
 
+    /// Each outcome carries its request's apns-id, and in the sandbox Apple's apns-unique-id (SPEC section 3).
+    @Test(.timeLimit(.minutes(1))) func outcomesCarryTheRequestsApnsIDAndTheSandboxsUniqueID() async throws {
+        let sandbox = try await Self.run(count: 50, token: false, maxAttempts: 20) {
+            $0.sandbox = true
+            $0.rate503 = 0.2
+            $0.seed = 5
+        }
+        let outcomes = sandbox.outcomes.values.map { $0[0] }
+        #expect(outcomes.count == 50)
+        let expected = Dictionary(uniqueKeysWithValues: HTTP2ClientConnectionTests.deliveries(50).map { ($0.ticket, $0.request.apnsID) })
+        #expect(outcomes.allSatisfy { $0.apnsID != nil && $0.apnsID == expected[$0.ticket] })
+        let unique = outcomes.compactMap(\.apnsUniqueID)
+        #expect(unique.count == 50)
+        #expect(Set(unique).count == 50)
+        #expect(unique.allSatisfy { APNsID($0) != nil })
+        #expect(outcomes.contains { $0.attempts > 1 })  // retried ones carry their last answer's id
+
+        let production = try await Self.run(count: 5, token: false)
+        #expect(production.outcomes.values.allSatisfy { $0[0].apnsUniqueID == nil && $0[0].apnsID != nil })
+    }
+
     @Test(.timeLimit(.minutes(2))) func goAwayAnd503AndTooManyRequestsLoseAndDuplicateNothing() async throws {
         let r = try await Self.run(count: 600, maxAttempts: 20) {
             $0.goawayEvery = 50

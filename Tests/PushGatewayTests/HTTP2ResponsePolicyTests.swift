@@ -19,6 +19,18 @@ import Testing
         return d
     }
 
+    /// The sample's outcome: once sent, it carries its request's apns-id.
+    static func outcome(
+        ticket: DeliveryTicket = 7, tokenSource: DeliveryTokenSource = token, result: DeliveryOutcome.Result, attempts: Int,
+        httpStatus: UInt16? = nil, unregisteredAt: Int64? = nil
+    ) -> DeliveryOutcome {
+        var outcome = DeliveryOutcome(
+            ticket: ticket, tokenSource: tokenSource, result: result, attempts: attempts, httpStatus: httpStatus,
+            unregisteredAt: unregisteredAt)
+        outcome.apnsID = delivery().request.apnsID
+        return outcome
+    }
+
     func decide(_ status: Int, _ reason: String?, timestamp: Int64? = nil, _ d: inout HTTP2Delivery, now: Int64 = 2000)
         -> (HTTP2ResponsePolicy.Decision, HTTP2ResponsePolicy.Effects)
     {
@@ -41,21 +53,39 @@ import Testing
         }
     }
 
+    @Test func aFinalAnswerCarriesApplesUniqueIDAndANeverSentNotificationNoApnsID() {
+        var d = Self.delivery()
+        var sandbox = APNsResponse(status: 400, reason: "BadTopic")
+        sandbox.uniqueID = "5c8f2d1e-3b4a-4c6d-9e8f-7a6b5c4d3e2f"
+        guard case .final(let rejected) = policy.decide(sandbox, for: &d, now: 2000, nowMilliseconds: 2_000_000).0 else {
+            Issue.record("not final")
+            return
+        }
+        #expect(rejected.apnsUniqueID == "5c8f2d1e-3b4a-4c6d-9e8f-7a6b5c4d3e2f")
+        #expect(rejected.apnsID == d.request.apnsID)
+        var unavailable = APNsResponse(status: 503, reason: "ServiceUnavailable")
+        unavailable.uniqueID = "6d9f3e2f-4c5b-4d7e-8f9a-8b7c6d5e4f3a"
+        #expect(policy.decide(unavailable, for: &d, now: 2000, nowMilliseconds: 2_000_000).0 == .resend(delay: .milliseconds(100)))
+        var unsent = Self.delivery(expiration: 1000)
+        unsent.sends = 0
+        #expect(policy.expiredBeforeSending(unsent, now: 2000)?.apnsID == nil)
+    }
+
     @Test func finalAnswers() {
         var d = Self.delivery()
-        #expect(decide(200, nil, &d).0 == .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .accepted, attempts: 1)))
+        #expect(decide(200, nil, &d).0 == .final(Self.outcome(result: .accepted, attempts: 1)))
         #expect(decide(400, "BadDeviceToken", &d).0
-            == .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .failed(.invalidToken, status: nil, detail: "BadDeviceToken"), attempts: 1, httpStatus: 400)))
+            == .final(Self.outcome(result: .failed(.invalidToken, status: nil, detail: "BadDeviceToken"), attempts: 1, httpStatus: 400)))
         #expect(decide(410, "Unregistered", timestamp: 1_700_000_000_123, &d).0
-            == .final(DeliveryOutcome(
+            == .final(Self.outcome(
                 ticket: 7, tokenSource: Self.token, result: .failed(.unregistered, status: nil, detail: "Unregistered"), attempts: 1, httpStatus: 410,
                 unregisteredAt: 1_700_000_000_123)))
         // A 410 without a timestamp takes the time of the response.
         if case .final(let o) = decide(410, "ExpiredToken", &d, now: 5000).0 { #expect(o.unregisteredAt == 5_000_000) } else { Issue.record("not final") }
         #expect(decide(413, "PayloadTooLarge", &d).0
-            == .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .failed(.payloadTooLarge, status: nil, detail: "PayloadTooLarge"), attempts: 1, httpStatus: 413)))
+            == .final(Self.outcome(result: .failed(.payloadTooLarge, status: nil, detail: "PayloadTooLarge"), attempts: 1, httpStatus: 413)))
         #expect(decide(400, "BadCollapseId", &d).0
-            == .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .failed(.rejected, status: nil, detail: "BadCollapseId"), attempts: 1, httpStatus: 400)))
+            == .final(Self.outcome(result: .failed(.rejected, status: nil, detail: "BadCollapseId"), attempts: 1, httpStatus: 400)))
         #expect(d.transientFailures == 0)
     }
 
@@ -71,7 +101,7 @@ import Testing
         // Not paced per device token; the connection that may not switch tokens yet takes no more requests.
         #expect(retired == .init(retireConnection: true))
         #expect(decide(500, "InternalServerError", &d).0
-            == .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .failed(.retriesExhausted, status: nil, detail: "InternalServerError"), attempts: 1, httpStatus: 500)))
+            == .final(Self.outcome(result: .failed(.retriesExhausted, status: nil, detail: "InternalServerError"), attempts: 1, httpStatus: 500)))
     }
 
     @Test func shutdownRetiresTheConnectionAndRefusedCredentialsBackTheAppOff() {
@@ -98,11 +128,11 @@ import Testing
     @Test func nothingIsRetriedAfterTheExpiration() {
         var d = Self.delivery(expiration: 1500)
         #expect(decide(503, "ServiceUnavailable", &d, now: 1501).0
-            == .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .failed(.expired, status: nil, detail: "expired before it could be delivered"), attempts: 1)))
+            == .final(Self.outcome(result: .failed(.expired, status: nil, detail: "expired before it could be delivered"), attempts: 1)))
         var lost = Self.delivery(expiration: 1500)
         #expect(policy.lost(&lost, reason: "connection lost", now: 1400) == .resend(delay: .zero))
         #expect(policy.unprocessed(&lost, reason: "refused", now: 1600)
-            == .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .failed(.expired, status: nil, detail: "expired before it could be delivered"), attempts: 1)))
+            == .final(Self.outcome(result: .failed(.expired, status: nil, detail: "expired before it could be delivered"), attempts: 1)))
     }
 
     /// A server that refuses every stream: three resends go free, then each refusal counts and waits, so the
@@ -114,7 +144,7 @@ import Testing
         #expect(decisions == [
             .resend(delay: .zero), .resend(delay: .zero), .resend(delay: .zero),
             .resend(delay: .milliseconds(100)), .resend(delay: .milliseconds(200)),
-            .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .failed(.retriesExhausted, status: nil, detail: "refused"), attempts: 1)),
+            .final(Self.outcome(result: .failed(.retriesExhausted, status: nil, detail: "refused"), attempts: 1)),
         ])
     }
 
@@ -134,6 +164,6 @@ import Testing
         #expect(policy.lost(&d, reason: "no response within 10000 ms", now: 0) == .resend(delay: .zero))
         #expect(policy.lost(&d, reason: "no response within 10000 ms", now: 0) == .resend(delay: .zero))
         #expect(policy.lost(&d, reason: "connection lost", now: 0)
-            == .final(DeliveryOutcome(ticket: 7, tokenSource: Self.token, result: .failed(.retriesExhausted, status: nil, detail: "connection lost"), attempts: 1)))
+            == .final(Self.outcome(result: .failed(.retriesExhausted, status: nil, detail: "connection lost"), attempts: 1)))
     }
 }

@@ -70,6 +70,9 @@ public struct APNsResponse: Hashable, Sendable {
     public var reason: String?
     /// 410 only: when Apple determined the token was no longer valid, in milliseconds since the epoch.
     public var timestampMilliseconds: Int64?
+    /// The `apns-unique-id` header Apple sends in the sandbox: what its Push Notifications Console finds the
+    /// notification by (SPEC section 3).
+    public var uniqueID: String?
 
     public init(status: Int, reason: String? = nil, timestampMilliseconds: Int64? = nil) {
         self.status = status

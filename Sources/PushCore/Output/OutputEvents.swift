@@ -42,11 +42,16 @@ public struct DeliveryErrorEvent: Hashable, Sendable {
     public var occurredAt: Int64
     /// The message key: the normalised token when it parsed, else the event id, else none.
     public var messageKey: String?
+    /// The ids a support engineer looks the notification up by (SPEC section 3): the request's `apns-id` (HTTP/2,
+    /// once sent), Apple's `apns-unique-id` (its sandbox), a broadcast's channel.
+    public var ids: NotificationIDs
 
     public init(
         eventID: String?, app: String?, environment: String?, token: String?, reason: DeliveryErrorReason,
-        status: UInt16?, detail: String?, attempts: Int, source: RecordSource, occurredAt: Int64, messageKey: String?
+        status: UInt16?, detail: String?, attempts: Int, source: RecordSource, occurredAt: Int64, messageKey: String?,
+        ids: NotificationIDs = NotificationIDs()
     ) {
+        self.ids = ids
         self.eventID = eventID
         self.app = app
         self.environment = environment
@@ -109,13 +114,15 @@ public struct DeliveryErrorEvent: Hashable, Sendable {
         w.field("status", status.map(Int64.init))
         w.field("detail", detail)
         w.field("attempts", Int64(attempts))
+        ids.write(into: &w)
         source.write("source", into: &w)
         w.field("occurred_at", RFC3339.format(unixMilliseconds: occurredAt))
         w.endObject()
         return w.bytes
     }
 
-    static let keys = ["event_id", "app", "environment", "token", "reason", "status", "detail", "attempts", "source", "occurred_at"]
+    static let keys = ["event_id", "app", "environment", "token", "reason", "status", "detail", "attempts"]
+        + NotificationIDs.keys + ["source", "occurred_at"]
 
     /// Reads a delivery-error event strictly, as a consumer may rely on it: every field present, of its type.
     public init(validating json: JSONValue) throws(OutputEventError) {
@@ -139,7 +146,7 @@ public struct DeliveryErrorEvent: Hashable, Sendable {
             eventID: try r.optionalString("event_id"), app: try r.optionalString("app"), environment: env,
             token: try r.optionalString("token"), reason: reason, status: status.map { UInt16($0) },
             detail: try r.optionalString("detail"), attempts: Int(try r.integer("attempts", in: 0...Int64(Int32.max))),
-            source: source, occurredAt: try r.timestamp("occurred_at"), messageKey: nil)
+            source: source, occurredAt: try r.timestamp("occurred_at"), messageKey: nil, ids: try NotificationIDs(reading: r))
     }
 }
 
@@ -250,5 +257,39 @@ private struct OutputEventReader {
             millis = Int64(String((fraction + "000").prefix(3)))!
         }
         return seconds * 1000 + millis
+    }
+}
+
+/// The ids an output event carries so that a notification can be found in Apple's delivery log (SPEC section 3);
+/// each null when unknown.
+public struct NotificationIDs: Hashable, Sendable {
+    /// The request's `apns-id` (HTTP/2, once sent).
+    public var apnsID: String?
+    /// Apple's `apns-unique-id` response header (its sandbox environment).
+    public var apnsUniqueID: String?
+    /// A broadcast's channel (SPEC section 11).
+    public var channelID: String?
+
+    public init(apnsID: String? = nil, apnsUniqueID: String? = nil, channelID: String? = nil) {
+        self.apnsID = apnsID
+        self.apnsUniqueID = apnsUniqueID
+        self.channelID = channelID
+    }
+
+    static let keys = ["apns_id", "apns_unique_id", "channel_id"]
+
+    public func write(into w: inout JSONWriter) {
+        w.field("apns_id", apnsID)
+        w.field("apns_unique_id", apnsUniqueID)
+        w.field("channel_id", channelID)
+    }
+
+    fileprivate init(reading r: OutputEventReader) throws(OutputEventError) {
+        apnsID = try r.optionalString("apns_id")
+        apnsUniqueID = try r.optionalString("apns_unique_id")
+        channelID = try r.optionalString("channel_id")
+        if let apnsID, APNsID(apnsID) == nil {
+            throw OutputEventError("\(r.kind): 'apns_id' must be a UUID or null")
+        }
     }
 }

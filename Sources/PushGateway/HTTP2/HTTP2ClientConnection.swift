@@ -88,8 +88,15 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     /// The capacity of the input buffer (for tests).
     var inboundCapacity: Int { inbound.capacity }
     private var settingsTimer: Scheduled<Void>?
-    /// Responses being read: status and body so far.
-    private var responses: [UInt32: (status: Int, body: [UInt8])] = [:]
+    /// A response being read: its status, unique id and body so far.
+    private struct PartialResponse {
+        var status: Int
+        var uniqueID: String?
+        var body: [UInt8] = []
+    }
+
+    /// Responses being read.
+    private var responses: [UInt32: PartialResponse] = [:]
     private var deadlineTimer: Scheduled<Void>?
     private var timerDeadline: Int64?
     private var pingTimer: Scheduled<Void>?
@@ -244,15 +251,15 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
 
     private func handle(_ event: HTTP2ClientSession.Event) {
         switch event {
-        case .headers(let id, let status, let endStream):
+        case .headers(let id, let status, let endStream, let uniqueID):
             if let status, (100..<200).contains(status) { return }  // informational: the final headers follow
             if endStream {
                 // Most answers are one HEADERS frame that ends the stream: they make no entry in `responses`.
                 var response = responses.isEmpty ? nil : responses.removeValue(forKey: id)
-                if let status { response = (status, response?.body ?? []) }
+                if let status { response = PartialResponse(status: status, uniqueID: uniqueID, body: response?.body ?? []) }
                 complete(id, response)
             } else if let status {
-                responses[id] = (status, responses[id]?.body ?? [])
+                responses[id] = PartialResponse(status: status, uniqueID: uniqueID, body: responses[id]?.body ?? [])
             }
         case .data(let id, let buffer, let endStream):
             // Apple's bodies are a few dozen bytes; a larger one is cut (the reason is at its start).
@@ -295,7 +302,7 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
     }
 
     /// A stream's response is complete: its status and body, nil when no status came.
-    private func complete(_ id: UInt32, _ response: (status: Int, body: [UInt8])?) {
+    private func complete(_ id: UInt32, _ response: PartialResponse?) {
         guard let response else {
             // END_STREAM without a status: not a response; the stream's request is retried, counted.
             if let delivery = book.reset(id) { onEvent(.lost([delivery], reason: "a response without :status")) }
@@ -304,7 +311,9 @@ public final class HTTP2ClientConnection: ChannelInboundHandler {
         }
         let now = Int64(NIODeadline.now().uptimeNanoseconds)
         guard let (delivery, latency) = book.finish(id, success: response.status == 200, now: now) else { return }
-        answers.append(HTTP2Answer(delivery: delivery, response: APNsResponse(status: response.status, body: response.body), latency: latency ?? 0))
+        var answer = APNsResponse(status: response.status, body: response.body)
+        answer.uniqueID = response.uniqueID
+        answers.append(HTTP2Answer(delivery: delivery, response: answer, latency: latency ?? 0))
         streamFreed()
     }
 

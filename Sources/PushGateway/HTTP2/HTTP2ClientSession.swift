@@ -11,8 +11,9 @@ import PushCore
 struct HTTP2ClientSession {
     /// What a read produced.
     enum Event {
-        /// A HEADERS block on a stream this side opened: the response's `:status` (nil when absent or not one RFC 9110 allows).
-        case headers(stream: UInt32, status: Int?, endStream: Bool)
+        /// A HEADERS block on a stream this side opened: the response's `:status` (nil when absent or not one RFC 9110
+        /// allows) and its `apns-unique-id` (Apple's sandbox), when it has one of at most 64 bytes.
+        case headers(stream: UInt32, status: Int?, endStream: Bool, uniqueID: String?)
         case data(stream: UInt32, ByteBuffer, endStream: Bool)
         /// The server reset a stream (RST_STREAM and its error code).
         case reset(stream: UInt32, code: UInt32)
@@ -375,7 +376,8 @@ struct HTTP2ClientSession {
             return .streamError(stream: id, detail: "an informational response (\(status)) ended the stream")
         }
         if endStream { finish(id) }
-        return .headers(stream: id, status: status, endStream: endStream)
+        let uniqueID = headers.first(name: "apns-unique-id").flatMap { $0.utf8.count <= 64 ? $0 : nil }
+        return .headers(stream: id, status: status, endStream: endStream, uniqueID: uniqueID)
     }
 
     /// A `:status` as RFC 9110 section 15 allows it: three digits, 100 to 599. Anything else (`+200`, `0200`, `2000`,

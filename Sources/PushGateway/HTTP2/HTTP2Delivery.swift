@@ -32,3 +32,12 @@ public struct HTTP2Delivery: Sendable {
     /// Its device token, the request's.
     public var tokenSource: DeliveryTokenSource { DeliveryTokenSource(request.token) }
 }
+
+extension HTTP2Delivery {
+    /// Its outcome, with its request's apns-id once it was sent (SPEC section 3: null for events never sent).
+    func outcome(_ result: DeliveryOutcome.Result, httpStatus: UInt16? = nil) -> DeliveryOutcome {
+        var outcome = DeliveryOutcome(ticket: ticket, tokenSource: tokenSource, result: result, attempts: sends, httpStatus: httpStatus)
+        if sends > 0 { outcome.apnsID = request.apnsID }
+        return outcome
+    }
+}

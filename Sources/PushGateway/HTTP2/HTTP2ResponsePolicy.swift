@@ -45,6 +45,17 @@ public struct HTTP2ResponsePolicy: Sendable {
     public func decide(
         _ response: APNsResponse, for delivery: inout HTTP2Delivery, now: Int64, nowMilliseconds: Int64
     ) -> (Decision, Effects) {
+        var (decision, effects) = decideByStatus(response, for: &delivery, now: now, nowMilliseconds: nowMilliseconds)
+        if case .final(var outcome) = decision, let uniqueID = response.uniqueID {
+            outcome.apnsUniqueID = uniqueID
+            decision = .final(outcome)
+        }
+        return (decision, effects)
+    }
+
+    private func decideByStatus(
+        _ response: APNsResponse, for delivery: inout HTTP2Delivery, now: Int64, nowMilliseconds: Int64
+    ) -> (Decision, Effects) {
         var effects = Effects()
         delivery.unprocessedInARow = 0
         let outcome = response.outcome
@@ -52,7 +63,7 @@ public struct HTTP2ResponsePolicy: Sendable {
         let detail = response.reason ?? "status \(response.status)"
         switch outcome {
         case .accepted:
-            return (.final(DeliveryOutcome(ticket: delivery.ticket, tokenSource: delivery.tokenSource, result: .accepted, attempts: delivery.sends)), effects)
+            return (.final(delivery.outcome(.accepted)), effects)
         case .invalidToken, .payloadTooLarge, .rejected:
             let reason = outcome.deliveryErrorReason ?? .rejected
             return (.final(failure(delivery, reason, detail, status: status)), effects)
@@ -130,8 +141,6 @@ public struct HTTP2ResponsePolicy: Sendable {
     }
 
     private func failure(_ delivery: HTTP2Delivery, _ reason: DeliveryErrorReason, _ detail: String, status: UInt16?) -> DeliveryOutcome {
-        DeliveryOutcome(
-            ticket: delivery.ticket, tokenSource: delivery.tokenSource, result: .failed(reason, status: nil, detail: detail),
-            attempts: delivery.sends, httpStatus: status)
+        delivery.outcome(.failed(reason, status: nil, detail: detail), httpStatus: status)
     }
 }

@@ -261,7 +261,10 @@ final class APIConnection: ChannelInboundHandler {
     }
 
     private func respond(_ answer: APIAnswer, id: UInt32, retire: Bool, context: ChannelHandlerContext) {
-        guard mayAnswer(id), session.answer(id, status: answer.status, apnsID: answer.apnsID, body: answer.body) else { return }
+        // Apple's sandbox names each notification for its console with an id of its own (a UUID here).
+        let uniqueID = self.context.configuration.sandbox ? APNsID(high: random.next(), low: random.next()).description : nil
+        guard mayAnswer(id), session.answer(id, status: answer.status, apnsID: answer.apnsID, uniqueID: uniqueID, body: answer.body)
+        else { return }
         answered += 1
         highestAnswered = max(highestAnswered, id)
         if answer.status == 200 { uncountedAccepted += 1 } else { self.context.state.countAPI(answer: answer.summaryKey) }

@@ -366,10 +366,11 @@ struct HTTP2ServerSession {
     /// Whether stream `id` waits for its answer (the client may have reset it meanwhile).
     func isWaiting(_ id: UInt32) -> Bool { streams[id].map { $0.complete && !$0.answered } ?? false }
 
-    /// Answers stream `id`: HEADERS with `:status`, `apns-id` and, with a body, `content-type: application/json`,
-    /// then the body as DATA when the client's windows allow. Returns false when the stream no longer waits.
+    /// Answers stream `id`: HEADERS with `:status`, `apns-id`, `apns-unique-id` when given (the sandbox) and, with a
+    /// body, `content-type: application/json`, then the body as DATA when the client's windows allow. Returns false
+    /// when the stream no longer waits.
     @discardableResult
-    mutating func answer(_ id: UInt32, status: Int, apnsID: String, body: [UInt8]) -> Bool {
+    mutating func answer(_ id: UInt32, status: Int, apnsID: String, uniqueID: String? = nil, body: [UInt8]) -> Bool {
         guard let stream = streams[id], stream.complete, !stream.answered else { return false }
         let start = output.writerIndex
         let flags = HTTP2Wire.endHeaders | (body.isEmpty ? HTTP2Wire.endStream : 0)
@@ -385,6 +386,13 @@ struct HTTP2ServerSession {
         output.writeStaticString("apns-id")
         HTTP2Wire.writeHPACKInteger(apnsID.utf8.count, prefixBits: 7, pattern: 0, to: &output)
         output.writeString(apnsID)
+        if let uniqueID {
+            output.writeInteger(UInt8(0))
+            output.writeInteger(UInt8(14))
+            output.writeStaticString("apns-unique-id")
+            HTTP2Wire.writeHPACKInteger(uniqueID.utf8.count, prefixBits: 7, pattern: 0, to: &output)
+            output.writeString(uniqueID)
+        }
         if !body.isEmpty {
             // content-type (static index 31), literal without indexing.
             output.writeInteger(UInt8(0x0F))

@@ -55,10 +55,25 @@ import Testing
             failed: event, reason: .invalidToken, status: .invalidToken, detail: "rejected \"by\" the gateway",
             attempts: 1, source: source, occurredAt: 1_795_256_130_123)
         let json = String(decoding: error.json(), as: UTF8.self)
-        #expect(json == #"{"event_id":"e","app":"com.example.app","environment":"sandbox","token":"ab","reason":"invalid_token","status":8,"detail":"rejected \"by\" the gateway","attempts":1,"source":{"topic":"notifications","partition":3,"offset":77},"occurred_at":"2026-11-21T10:15:30.123Z"}"#)
+        #expect(json == #"{"event_id":"e","app":"com.example.app","environment":"sandbox","token":"ab","reason":"invalid_token","status":8,"detail":"rejected \"by\" the gateway","attempts":1,"apns_id":null,"apns_unique_id":null,"channel_id":null,"source":{"topic":"notifications","partition":3,"offset":77},"occurred_at":"2026-11-21T10:15:30.123Z"}"#)
         var back = try DeliveryErrorEvent(validating: try JSONValue(parsing: error.json()))
         back.messageKey = error.messageKey
         #expect(back == error)
+    }
+
+    @Test func theIdsAppleLooksANotificationUpByAreWrittenAndReadBack() throws {
+        let event = try decodeEvent(#"{"id":"e","app":"com.example.app","environment":"sandbox","token":"ab","payload":{"aps":{}}}"#).get()
+        var error = DeliveryErrorEvent(
+            failed: event, reason: .rejected, status: nil, detail: "BadTopic", attempts: 1, source: source, occurredAt: 0)
+        error.ids = NotificationIDs(
+            apnsID: "0b5e3a2c-9f1d-5e47-8a6b-3c2d1e0f9a8b", apnsUniqueID: "5c8f2d1e-3b4a-4c6d-9e8f-7a6b5c4d3e2f", channelID: nil)
+        let json = String(decoding: error.json(), as: UTF8.self)
+        #expect(json.contains(#""attempts":1,"apns_id":"0b5e3a2c-9f1d-5e47-8a6b-3c2d1e0f9a8b","apns_unique_id":"5c8f2d1e-3b4a-4c6d-9e8f-7a6b5c4d3e2f","channel_id":null,"source""#))
+        var back = try DeliveryErrorEvent(validating: try JSONValue(parsing: error.json()))
+        back.messageKey = error.messageKey
+        #expect(back == error)
+        let notAUUID = json.replacingOccurrences(of: "0b5e3a2c-9f1d-5e47-8a6b-3c2d1e0f9a8b", with: "evt-1")
+        #expect(throws: OutputEventError.self) { try DeliveryErrorEvent(validating: try JSONValue(parsing: notAUUID)) }
     }
 
     @Test func feedbackJSON() throws {
