@@ -40,7 +40,7 @@ public struct WorkerConfiguration: Sendable, Equatable {
     public struct App: Sendable, Equatable {
         public var bundleID: String
         public var environment: APNsEnvironment
-        public var transport: Transport = .binary
+        public var transport: Transport = .http2
         /// `certificate` for the binary transport; either for HTTP/2.
         public var authentication: Authentication = .certificate
         /// The client certificate and its key (certificate authentication).
@@ -141,7 +141,11 @@ public struct WorkerConfiguration: Sendable, Equatable {
             }
             var app = App(bundleID: try required("bundle_id"), environment: .production)
             app.environment = try r.choice(a, "environment", APNsEnvironment.init(rawValue:)) ?? .production
-            app.transport = try r.choice(a, "transport", Transport.init(rawValue:)) ?? .binary
+            // HTTP/2 unless the entry says otherwise (Apple turned the binary interface off in 2021): `transport`, or
+            // a key only the binary interface has (an entry written for it before HTTP/2 was the default).
+            let binaryKeys = ["gateway", "feedback", "protocol"]
+            let namesBinaryKeys = binaryKeys.contains { a.has($0) || r.hasVariable("\(a.path).\($0)") }
+            app.transport = try r.choice(a, "transport", Transport.init(rawValue:)) ?? (namesBinaryKeys ? .binary : .http2)
             app.connections = try r.int(a, "connections", in: 1...64) ?? app.connections
             /// Keys that belong to another transport or authentication are errors, not silently ignored.
             func refuse(_ keys: [String], _ reason: String) throws(ConfigurationError) {
@@ -156,7 +160,7 @@ public struct WorkerConfiguration: Sendable, Equatable {
                 app.feedback = try r.hostPort(a, "feedback")
                 app.format = try r.choice(a, "protocol", NotificationFormat.init(rawValue:)) ?? .frame
             case .http2:
-                try refuse(["gateway", "feedback", "protocol"], "only for transport: binary (an http2 app names its host with api)")
+                try refuse(binaryKeys, "only for transport: binary (an http2 app names its host with api)")
                 app.authentication = try r.choice(a, "auth", Authentication.init(rawValue:)) ?? .certificate
                 app.api = try r.hostPort(a, "api")
                 app.topic = try r.string(a, "topic")

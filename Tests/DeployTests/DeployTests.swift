@@ -201,8 +201,10 @@ import Yams
         #expect(topicsScript.contains("--topic \(suppression) ") && topicsScript.contains("cleanup.policy=compact"))
         let app = try #require((parsed["apps"] as? [[String: Any]])?.first)
         #expect((app["gateway"] as? String)?.hasPrefix("simulator:") == true)
-        // The HTTP/2 app goes to the port the simulator serves the API on, with the key the simulator verifies.
-        let http2 = try #require((parsed["apps"] as? [[String: Any]])?.first { $0["transport"] as? String == "http2" })
+        // The HTTP/2 app (the default transport) goes to the port the simulator serves the API on, with the key the
+        // simulator verifies.
+        let http2 = try #require((parsed["apps"] as? [[String: Any]])?.first { $0["api"] != nil })
+        #expect(http2["transport"] == nil)
         let simulatorArguments = try #require(simulator["command"] as? [String])
         let apiPort = try #require(simulatorArguments.first { $0.hasPrefix("--api-port=") }?.split(separator: "=").last)
         #expect(http2["api"] as? String == "simulator:\(apiPort)")

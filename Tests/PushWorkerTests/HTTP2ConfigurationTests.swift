@@ -72,8 +72,8 @@ import Testing
     @Test(arguments: [
         // A key of the other transport or authentication.
         ("apps: [{bundle_id: a, certificate: c, private_key: k, team_id: TEAM123456}]", "apps[0].team_id"),
-        ("apps: [{bundle_id: a, certificate: c, private_key: k, max_concurrent_streams: 5}]", "apps[0].max_concurrent_streams"),
-        ("apps: [{bundle_id: a, certificate: c, private_key: k, api: \"h:1\"}]", "apps[0].api"),
+        ("apps: [{bundle_id: a, transport: binary, certificate: c, private_key: k, max_concurrent_streams: 5}]", "apps[0].max_concurrent_streams"),
+        ("apps: [{bundle_id: a, certificate: c, private_key: k, gateway: \"h:1\", api: \"h:1\"}]", "apps[0].api"),
         ("apps: [{bundle_id: a, transport: http2, certificate: c, private_key: k, gateway: \"h:1\"}]", "apps[0].gateway"),
         ("apps: [{bundle_id: a, transport: http2, certificate: c, private_key: k, protocol: frame}]", "apps[0].protocol"),
         ("apps: [{bundle_id: a, transport: http2, certificate: c, private_key: k, key_id: KEY1234567}]", "apps[0].key_id"),
@@ -95,9 +95,25 @@ import Testing
         #expect(problem(yaml)?.key == key)
     }
 
-    @Test func aKeyOfTheOtherTransportFromTheEnvironmentIsNamed() {
-        let binary = "apps: [{bundle_id: a, certificate: c, private_key: k}]"
-        #expect(problem(binary, ["PUSHWORKER_APPS_0_SIGNING_KEY": "s"])?.key == "apps[0].signing_key")
+    @Test func aKeyOfTheOtherAuthenticationFromTheEnvironmentIsNamed() {
+        let certificateApp = "apps: [{bundle_id: a, certificate: c, private_key: k}]"
+        #expect(problem(certificateApp, ["PUSHWORKER_APPS_0_SIGNING_KEY": "s"])?.key == "apps[0].signing_key")
+    }
+
+    /// HTTP/2 unless the entry says `transport: binary` or names a key only the binary interface has (an entry
+    /// written before HTTP/2 was the default, SPEC section 7's example among them).
+    @Test func theTransportIsHTTP2UnlessTheEntryNamesTheBinaryInterface() throws {
+        let plain = try load("apps: [{bundle_id: a, certificate: c, private_key: k}]")
+        #expect(plain.apps[0].transport == .http2)
+        #expect(plain.endpoints[0].http2?.host == "api.push.apple.com")
+        for binary in ["transport: binary", "gateway: null", "feedback: \"h:1\"", "protocol: enhanced"] {
+            let c = try load("apps: [{bundle_id: a, certificate: c, private_key: k, \(binary)}]")
+            #expect(c.apps[0].transport == .binary, "\(binary)")
+            #expect(c.endpoints[0].http2 == nil)
+        }
+        let fromEnvironment = try load(
+            "apps: [{bundle_id: a, certificate: c, private_key: k}]", ["PUSHWORKER_APPS_0_GATEWAY": "h:1"])
+        #expect(fromEnvironment.apps[0].transport == .binary)
     }
 
     func tokenConfiguration(signingKey: String, keyID: String = "KEY1234567") throws -> WorkerConfiguration {

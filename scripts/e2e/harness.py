@@ -236,7 +236,8 @@ def worker_config(workdir, servers, gateway_port, feedback_port, http_port, max_
     properties.update(consumer_properties or {})
     consumer_block = "".join(f'    {key}: "{value}"\n' for key, value in properties.items())
     if api_port is None:
-        app = f"""    certificate: {pki}/app.pem
+        app = f"""    transport: binary
+    certificate: {pki}/app.pem
     private_key: {pki}/app-key.pem
     gateway: "127.0.0.1:{gateway_port}"
     feedback: "127.0.0.1:{feedback_port}"
