@@ -9,41 +9,17 @@ extension EventScan {
     /// `aps` by Apple's current reference: every key it defines is checked for its type and values; any other key
     /// passes through untouched (Apple ignores it).
     mutating func readCurrentAps() throws(JSONSyntaxError) {
-        reader.position &+= 1
-        guard try !reader.objectIsEmpty() else { return }
-        repeat {
-            let key = try reader.readKey()
-            apsKeyCount &+= 1
-            guard let known = reader.match(key, as: CurrentApsKey.self) else {
-                try reader.skipValueInLine(depth: 3)
-                continue
-            }
-            if currentApsKeys & known.bit != 0 {
-                payloadProblem("'aps.\(known.spelling)' appears more than once")
-                try reader.skipValue(depth: 3)
-                continue
-            }
-            currentApsKeys |= known.bit
-            try readCurrentApsValue(known)
-        } while try reader.nextMember(close: UInt8(ascii: "}"))
+        currentApsKeys = try readApsMembers(as: CurrentApsKey.self) { (scan: inout EventScan, known: CurrentApsKey) throws(JSONSyntaxError) in
+            try scan.readCurrentApsValue(known)
+        }
     }
 
     private mutating func readCurrentApsValue(_ known: CurrentApsKey) throws(JSONSyntaxError) {
         let kind = reader.kindOfNextValue()
         let name = known.spelling.description
         switch known {
-        case .alert:
-            if kind == .string {
-                alertText = try reader.readString()
-            } else if kind == .object {
-                try readAlertDictionary()
-            } else {
-                try apsWrongType(name, expected: "a string or an object", depth: 3)
-            }
-        case .badge:
-            guard kind == .number else { return try apsWrongType(name, expected: "a non-negative integer", depth: 3) }
-            let value = reader.value(try reader.readNumber())
-            if !(value >= 0 && value.isWhole) { payloadProblem("'aps.badge' must be a non-negative integer, not \(Self.format(value))") }
+        case .alert: try readAlert(kind)
+        case .badge: try readBadge(kind)
         case .sound:
             if kind == .string {
                 _ = try reader.readString()

@@ -32,53 +32,72 @@ extension EventScan {
         try reader.skipValue(depth: depth)
     }
 
-    private mutating func readAps() throws(JSONSyntaxError) {
+    /// The members of `aps`: each key `Key` knows goes to `value` once (a repeat is a problem); any other is skipped.
+    /// Returns the keys seen, a bit per raw value. Inlined into each caller, closure included.
+    @inline(__always)
+    mutating func readApsMembers<Key: KnownKey & RawRepresentable>(
+        as _: Key.Type, _ value: (inout EventScan, Key) throws(JSONSyntaxError) -> Void
+    ) throws(JSONSyntaxError) -> UInt32 where Key.RawValue == Int {
         reader.position &+= 1
-        var seenKeys: UInt8 = 0
-        guard try !reader.objectIsEmpty() else { return }
+        var seenKeys: UInt32 = 0
+        guard try !reader.objectIsEmpty() else { return 0 }
         repeat {
             let key = try reader.readKey()
             apsKeyCount &+= 1
-            guard let known = reader.match(key, as: ApsKey.self) else {
+            guard let known = reader.match(key, as: Key.self) else {
                 try reader.skipValueInLine(depth: 3)
                 continue
             }
-            let bit: UInt8 = 1 << known.rawValue
+            let bit: UInt32 = 1 << UInt32(known.rawValue)
             if seenKeys & bit != 0 {
                 payloadProblem("'aps.\(known.spelling)' appears more than once")
                 try reader.skipValue(depth: 3)
                 continue
             }
             seenKeys |= bit
-            let kind = reader.kindOfNextValue()
-            switch known {
-            case .alert:
-                if kind == .string {
-                    alertText = try reader.readString()
-                } else if kind == .object {
-                    try readAlertDictionary()
-                } else {
-                    try apsWrongType("alert", expected: "a string or an object", depth: 3)
-                }
-            case .badge:
-                guard kind == .number else { try apsWrongType("badge", expected: "a non-negative integer", depth: 3); continue }
-                let value = reader.value(try reader.readNumber())
-                if !(value >= 0 && value == value.rounded() && value.isFinite) {
-                    payloadProblem("'aps.badge' must be a non-negative integer, not \(Self.format(value))")
-                }
-            case .sound:
-                guard kind == .string else { try apsWrongType("sound", expected: "a string", depth: 3); continue }
-                _ = try reader.readString()
-            case .contentAvailable:
-                apsHasContentAvailable = true
-                guard kind == .number else { try apsWrongType("content-available", expected: "the number 1", depth: 3); continue }
-                let value = reader.value(try reader.readNumber())
-                if value != 1 { payloadProblem("'aps.content-available' must be 1, not \(Self.format(value))") }
-            case .category:
-                guard kind == .string else { try apsWrongType("category", expected: "a string", depth: 3); continue }
-                _ = try reader.readString()
-            }
+            try value(&self, known)
         } while try reader.nextMember(close: UInt8(ascii: "}"))
+        return seenKeys
+    }
+
+    /// `aps` by SPEC section 2's list (a binary app).
+    private mutating func readAps() throws(JSONSyntaxError) {
+        _ = try readApsMembers(as: ApsKey.self) { (scan: inout EventScan, known: ApsKey) throws(JSONSyntaxError) in
+            let kind = scan.reader.kindOfNextValue()
+            switch known {
+            case .alert: try scan.readAlert(kind)
+            case .badge: try scan.readBadge(kind)
+            case .sound:
+                guard kind == .string else { return try scan.apsWrongType("sound", expected: "a string", depth: 3) }
+                _ = try scan.reader.readString()
+            case .contentAvailable:
+                scan.apsHasContentAvailable = true
+                guard kind == .number else { return try scan.apsWrongType("content-available", expected: "the number 1", depth: 3) }
+                let value = scan.reader.value(try scan.reader.readNumber())
+                if value != 1 { scan.payloadProblem("'aps.content-available' must be 1, not \(Self.format(value))") }
+            case .category:
+                guard kind == .string else { return try scan.apsWrongType("category", expected: "a string", depth: 3) }
+                _ = try scan.reader.readString()
+            }
+        }
+    }
+
+    /// `aps.alert`: a string (the text truncation may shorten) or a dictionary.
+    mutating func readAlert(_ kind: JSONKind?) throws(JSONSyntaxError) {
+        if kind == .string {
+            alertText = try reader.readString()
+        } else if kind == .object {
+            try readAlertDictionary()
+        } else {
+            try apsWrongType("alert", expected: "a string or an object", depth: 3)
+        }
+    }
+
+    /// `aps.badge`: a non-negative integer.
+    mutating func readBadge(_ kind: JSONKind?) throws(JSONSyntaxError) {
+        guard kind == .number else { return try apsWrongType("badge", expected: "a non-negative integer", depth: 3) }
+        let value = reader.value(try reader.readNumber())
+        if !(value >= 0 && value.isWhole) { payloadProblem("'aps.badge' must be a non-negative integer, not \(Self.format(value))") }
     }
 
     /// An alert dictionary: the keys of SPEC section 2's list, or of Apple's current reference for an http2 app.
