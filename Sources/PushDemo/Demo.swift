@@ -45,6 +45,9 @@ public enum Demo {
         }
         events.append(("http2", #"{"id":"news-long","app":"\#(http2App)","token":"\#(http2Token(41))","payload":{"aps":{"alert":"\#(String(repeating: "B", count: 3000))"}}}"#))
         events.append(("http2", #"{"id":"news-quiet","app":"\#(http2App)","token":"\#(http2Token(42))","priority":1,"payload":{"aps":{"alert":"Whenever"}}}"#))
+        // Today's APNs on the HTTP/2 app: a critical alert, and a Live Activity update (a match's score).
+        events.append(("http2 critical alert", #"{"id":"flood-warning","app":"\#(http2App)","token":"\#(http2Token(43))","payload":{"aps":{"alert":{"title":"Flood warning","subtitle":"River Thames","body":"Move to higher ground"},"sound":{"critical":1,"name":"siren.caf","volume":1.0},"interruption-level":"critical"}}}"#))
+        events.append(("http2 live activity", #"{"id":"match-goal","app":"\#(http2App)","token":"\#(http2Token(44))","push_type":"liveactivity","payload":{"aps":{"event":"update","timestamp":\#(now),"content-state":{"home":1,"away":0,"minute":23},"alert":{"title":"Goal!","body":"Arsenal 1-0"}}}}"#))
         events.append(("http2 unregistered", #"{"id":"news-gone","app":"\#(http2App)","token":"\#(unregisteredToken)","payload":{"aps":{"alert":"Still there?"}}}"#))
         events.append(("a long alert to shorten", #"{"id":"long-1","app":"\#(app)","token":"\#(token(996))","truncate_alert":true,"payload":{"aps":{"alert":"\#(String(repeating: "Long story… ", count: 250))"}}}"#))
         return events
@@ -71,6 +74,8 @@ public enum Demo {
         simulatorConfiguration.shutdownEvery = 50
         simulatorConfiguration.invalidTokens = [Array(repeating: 0xDE, count: 32)]
         simulatorConfiguration.apiPort = 0
+        // The HTTP/2 app is a sandbox app: the API answers with Apple's apns-unique-id, which its error events carry.
+        simulatorConfiguration.sandbox = true
         simulatorConfiguration.tokenKeyPath = "\(pki)/token-key.pub.pem"
         simulatorConfiguration.teamID = ThrowawayPKI.teamID
         simulatorConfiguration.keyID = ThrowawayPKI.keyID
@@ -86,7 +91,7 @@ public enum Demo {
             feedbackHost: "127.0.0.1", feedbackPort: addresses.feedbackPort, connections: 2, format: .frame,
             certificatePath: "\(pki)/app.pem", privateKeyPath: "\(pki)/app-key.pem", caPath: "\(pki)/ca.pem")
         let http2Endpoint = AppEndpoint(
-            app: http2App, environment: .production, gatewayHost: "", gatewayPort: 0, feedbackHost: "", feedbackPort: 0,
+            app: http2App, environment: .sandbox, gatewayHost: "", gatewayPort: 0, feedbackHost: "", feedbackPort: 0,
             connections: 2, format: .frame, certificatePath: nil, privateKeyPath: nil, caPath: "\(pki)/ca.pem",
             http2: HTTP2Endpoint(
                 host: "127.0.0.1", port: addresses.apiPort ?? 0,
@@ -151,7 +156,7 @@ public enum Demo {
             let http2Samples = samples.count - binarySamples.count
             say("produced \(samples.count) events to '\(inputTopic)' (3 partitions): for \(app), \(binarySamples.count - 6) valid (one with a long alert to shorten) and one each of: " +
                 binarySamples.map(\.0).filter { $0 != "valid" && $0 != "a long alert to shorten" }.joined(separator: ", ") +
-                "; for \(http2App), \(http2Samples - 1) valid (one with a 3000-byte payload, one with priority 1) and one to a token Apple says is gone (410)")
+                "; for \(http2App), \(http2Samples - 1) valid (one with a 3000-byte payload, one with priority 1, a critical alert, a Live Activity update) and one to a token Apple says is gone (410)")
 
             // Live progress until every record is settled (outcome known, output events acknowledged).
             var lastLine = ""

@@ -15,9 +15,11 @@ import Testing
         #expect(output.contains("121 notifications recorded"), "\(output)")
         #expect(output.contains("each notification recorded exactly once"))
         #expect(!output.contains("status-10 shutdowns: 0"))
-        // The HTTP/2 app: 42 accepted (the 3000-byte payload and priority 1 included), the gone token a delivery
-        // error and a feedback event.
-        #expect(output.contains("42 requests accepted on"))
+        // The HTTP/2 app: 44 accepted (the 3000-byte payload, priority 1, a critical alert and a Live Activity update
+        // included), the gone token a delivery error, with Apple's ids, and a feedback event.
+        #expect(output.contains("44 requests accepted on"))
+        let gone = try #require(output.split(separator: "\n").first { $0.contains("e.g.") && $0.contains(#""reason":"unregistered""#) })
+        #expect(gone.contains(#""apns_id":""#) && gone.contains(#""apns_unique_id":""#), "\(gone)")
         #expect(output.contains("the largest body 3020 bytes; 410 Unregistered: 1"))
         #expect(output.contains("'notification-errors': 9 events"))
         for reason in ["expired", "invalid_token", "invalid_token_format", "malformed_event", "payload_too_large", "unknown_app", "unregistered"] {
@@ -29,11 +31,11 @@ import Testing
         #expect(output.contains("'suppressed-tokens': 2 records"))
         #expect(output.contains("'notification-feedback': 3 events"))
         #expect(output.contains("(0 left without an outcome)"))
-        // Every one of the 172 records is committed: the three partitions' offsets add up to it.
+        // Every one of the 174 records is committed: the three partitions' offsets add up to it.
         let committedLine = output.split(separator: "\n").first { $0.contains("offsets committed") }!
         let offsets = committedLine.split(separator: "]").dropFirst().compactMap { Int($0.split(separator: " ").first!.split(separator: ",").first!) }
             .filter { $0 >= 0 }
-        #expect(offsets.reduce(0, +) == 172, "\(committedLine)")
+        #expect(offsets.reduce(0, +) == 174, "\(committedLine)")
     }
 
     /// `pushworker demo` as a user runs it: its last line is the summary's, and nothing is logged at error level
@@ -60,7 +62,7 @@ import Testing
         try await Demo.run(pkiDirectory: directory) { line in lines.withLock { $0.append(line) } }
         let output = lines.withLock { $0.joined(separator: "\n") }
         #expect(output.contains("121 notifications recorded"), "\(output)")
-        #expect(output.contains("42 requests accepted on"))
+        #expect(output.contains("44 requests accepted on"))
         #expect(output.contains("(0 left without an outcome)"))
     }
 }
