@@ -70,13 +70,8 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
     private let sent: Counter
     private let writes = Atomic<Int>(0)
     private let down = Atomic<Bool>(false)
-    private let attemptsCounter: Counter
-    private let readyGauge: Gauge
     private let windowGauge: Gauge
     private let resends: [String: Counter]
-    /// Attempts per connect cap, and the attempts the cap delayed.
-    private let capAttempts: [ConnectCap: Counter]
-    private let capDelayed: [ConnectCap: Counter]
 
     init(
         endpoint: AppEndpoint, configuration: DeliveryConfiguration, group: any EventLoopGroup, logger: Logger,
@@ -90,17 +85,9 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
         self.tls = try endpoint.tlsContext()
         let app = "\(endpoint.key)"
         sent = Counter(label: "pushworker_notifications_sent_total", dimensions: [("app", app)])
-        attemptsCounter = Counter(label: "pushworker_connection_attempts_total", dimensions: [("app", app)])
-        readyGauge = Gauge(label: "pushworker_connections_ready", dimensions: [("app", app)])
         windowGauge = Gauge(label: "pushworker_send_window", dimensions: [("app", app)])
         resends = Dictionary(uniqueKeysWithValues: ["error_response", "shutdown", "connection_closed"].map {
             ($0, Counter(label: "pushworker_resends_total", dimensions: [("app", app), ("cause", $0)]))
-        })
-        capAttempts = Dictionary(uniqueKeysWithValues: ConnectCap.allCases.map {
-            ($0, Counter(label: "pushworker_connect_cap_attempts_total", dimensions: [("app", app), ("cap", $0.rawValue)]))
-        })
-        capDelayed = Dictionary(uniqueKeysWithValues: ConnectCap.allCases.map {
-            ($0, Counter(label: "pushworker_connect_cap_delayed_total", dimensions: [("app", app), ("cap", $0.rawValue)]))
         })
         let machine = Machine(
             connections: endpoint.connections,
@@ -117,11 +104,11 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
                 initial: configuration.initialSendWindow ?? configuration.maxInFlight, maximum: configuration.maxInFlight),
             bisects: endpoint.format == .simple)
         windowGauge.record(machine.window.limit)
-        shell = Shell(machine: machine, extra: NoExtraState(), group: group)
+        shell = Shell(machine: machine, extra: NoExtraState(), group: group, app: app)
     }
 
     func start() {
-        shell.start { [self] slot in opening(slot: slot) }
+        shell.start { [self] slot in open(slot: slot) }
     }
 
     // MARK: Work
@@ -209,7 +196,7 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
         let (proceed, ready) = shell.withLock { s in
             (s.machine.connectionReady(slot: slot, connection: handler, now: now), s.machine.readyConnections)
         }
-        readyGauge.record(ready)
+        shell.recordReady(ready)
         down.store(false, ordering: .relaxed)
         if !proceed { handler.value.stop() }
     }
@@ -232,7 +219,7 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
             if action.down { down.store(true, ordering: .relaxed) }
             return (action, s.machine.window.limit, s.takeStopWaiter())
         }
-        readyGauge.record(action.readyConnections)
+        shell.recordReady(action.readyConnections)
         windowGauge.record(window)
         if case .failedBeforeReady(let why) = reason {
             logger.warning("gateway connection failed", metadata: [
@@ -253,17 +240,8 @@ final class ConnectionPool: GatewayConnectionOwner, Sendable {
         waiter?.resume()
     }
 
-    /// Counts an attempt the machine asked for by its connect cap, and schedules it.
     private func schedule(_ timer: Machine.ConnectTimer, in s: inout Shell.State) {
-        capAttempts[timer.cap]?.increment()
-        if timer.capDelay > .zero { capDelayed[timer.cap]?.increment() }
-        shell.schedule(timer, in: &s) { [self] slot in opening(slot: slot) }
-    }
-
-    /// An attempt is due: counted, then opened.
-    private func opening(slot: Int) {
-        attemptsCounter.increment()
-        open(slot: slot)
+        shell.schedule(timer, in: &s) { [self] slot in open(slot: slot) }
     }
 
     private func open(slot: Int) {

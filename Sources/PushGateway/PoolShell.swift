@@ -1,3 +1,4 @@
+import Metrics
 import NIOCore
 import Synchronization
 
@@ -25,10 +26,29 @@ final class PoolShell<Connection: Sendable, Item: PoolItem, Capacity: Connection
     let clock = ContinuousClock()
     let group: any EventLoopGroup
     private let state: Mutex<State>
+    /// The app's connection metrics (docs/monitoring.md), the same for both transports.
+    private let attempts: Counter
+    private let ready: Gauge
+    /// Attempts per connect cap, and the attempts the cap delayed.
+    private let capAttempts: [ConnectCap: Counter]
+    private let capDelayed: [ConnectCap: Counter]
 
-    init(machine: Machine, extra: Extra, group: any EventLoopGroup) {
+    init(machine: Machine, extra: Extra, group: any EventLoopGroup, app: String) {
         self.group = group
         state = Mutex(State(machine: machine, extra: extra))
+        attempts = Counter(label: "pushworker_connection_attempts_total", dimensions: [("app", app)])
+        ready = Gauge(label: "pushworker_connections_ready", dimensions: [("app", app)])
+        capAttempts = Dictionary(uniqueKeysWithValues: ConnectCap.allCases.map {
+            ($0, Counter(label: "pushworker_connect_cap_attempts_total", dimensions: [("app", app), ("cap", $0.rawValue)]))
+        })
+        capDelayed = Dictionary(uniqueKeysWithValues: ConnectCap.allCases.map {
+            ($0, Counter(label: "pushworker_connect_cap_delayed_total", dimensions: [("app", app), ("cap", $0.rawValue)]))
+        })
+    }
+
+    /// Records how many connections are ready (after a connection became ready or ended).
+    func recordReady(_ count: Int) {
+        ready.record(count)
     }
 
     func withLock<R: Sendable>(_ body: (inout State) -> R) -> R {
@@ -46,6 +66,8 @@ final class PoolShell<Connection: Sendable, Item: PoolItem, Capacity: Connection
     /// Schedules an attempt the machine asked for (under the lock, so that a stop cancels it). When it is due,
     /// `open` opens the slot's connection, unless the pool stopped or the attempt is no longer the slot's.
     func schedule(_ timer: Machine.ConnectTimer, in s: inout State, open: @escaping @Sendable (Int) -> Void) {
+        capAttempts[timer.cap]?.increment()
+        if timer.capDelay > .zero { capDelayed[timer.cap]?.increment() }
         s.timers[timer.timer] = group.next().scheduleTask(in: .nanoseconds(max(0, timer.after.nanoseconds))) {
             let now = self.clock.now
             let (proceed, waiter) = self.withLock { s in
@@ -53,7 +75,9 @@ final class PoolShell<Connection: Sendable, Item: PoolItem, Capacity: Connection
                 return (s.machine.timerFired(slot: timer.slot, timer: timer.timer, now: now), s.takeStopWaiter())
             }
             waiter?.resume()
-            if proceed { open(timer.slot) }
+            guard proceed else { return }
+            self.attempts.increment()
+            open(timer.slot)
         }
     }
 

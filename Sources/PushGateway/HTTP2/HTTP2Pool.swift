@@ -89,7 +89,7 @@ final class HTTP2Pool: Sendable {
         let extra = Extra(
             pacing: TooManyRequestsPacing(initialDelay: configuration.reconnectInitial, maximumDelay: configuration.reconnectMaximum),
             carried: Array(repeating: false, count: machine.slots.count))
-        shell = Shell(machine: machine, extra: extra, group: group)
+        shell = Shell(machine: machine, extra: extra, group: group, app: "\(endpoint.key)")
     }
 
     /// Opens every connection (under the connect cap).
@@ -342,12 +342,14 @@ final class HTTP2Pool: Sendable {
     /// On the slot's event loop: its connection's TLS handshake completed.
     private func connectionReady(slot: Int) {
         let now = shell.clock.now
-        let (connection, proceed): (Connection?, Bool) = shell.withLock { s in
-            guard let connection = s.extra.opening.removeValue(forKey: slot) else { return (nil, false) }
+        let (connection, proceed, ready): (Connection?, Bool, Int) = shell.withLock { s in
+            guard let connection = s.extra.opening.removeValue(forKey: slot) else { return (nil, false, 0) }
             s.extra.carried[slot] = false
-            return (connection, s.machine.connectionReady(slot: slot, connection: connection, now: now))
+            let proceed = s.machine.connectionReady(slot: slot, connection: connection, now: now)
+            return (connection, proceed, s.machine.readyConnections)
         }
         guard let connection else { return }
+        shell.recordReady(ready)
         down.store(false, ordering: .relaxed)
         guard proceed else {
             connection.channel.close(promise: nil)  // stopping: its close ends the slot
@@ -387,6 +389,7 @@ final class HTTP2Pool: Sendable {
             return (reason, action, s.takeStopWaiter())
         }
         metrics.streams[slot].record(0)
+        shell.recordReady(action.readyConnections)
         switch reason {
         case .failedBeforeReady(let why):
             logger.warning("http2 connection failed", metadata: [
