@@ -212,6 +212,22 @@ def with_http2_fields(r, ev):
         # sizes around the HTTP/2 limits (4096, 5120 for voip)
         ev["payload"] = {"aps": {"alert": {"body": text(r, r.choice([330, 400, 480]))}}}
         ev["truncate_alert"] = r.random() < 0.6
+    aps = ev.get("payload", {}).get("aps") if isinstance(ev.get("payload"), dict) else None
+    if isinstance(aps, dict):
+        if ev.get("push_type") == "liveactivity" and r.random() < 0.8:
+            # A Live Activity update with what its event needs (SPEC section 9), now and then without it.
+            event = r.choice(["start", "update", "end"])
+            aps.update({"event": event, "timestamp": r.randint(1_700_000_000, 1_900_000_000)})
+            if event != "end":
+                aps["content-state"] = {"score": f"{r.randint(0, 5)}-{r.randint(0, 5)}"}
+            if event == "start":
+                aps.update({"attributes-type": "MatchAttributes", "attributes": {"home": "A", "away": "B"}})
+            if r.random() < 0.1:
+                del aps["timestamp"]
+        if r.random() < 0.1:
+            # Apple's current keys: a critical alert, an interruption level; now and then a wrong value.
+            aps["sound"] = {"critical": 1, "name": "siren.caf", "volume": r.choice([0.5, 1.0, 1.5])}
+            aps["interruption-level"] = r.choice(["critical", "time-sensitive", "urgent"])
     if r.random() < 0.08:
         kind = r.randrange(6)
         if kind == 0: ev["push_type"] = r.choice(["Alert", "push", "", 5])

@@ -109,15 +109,27 @@ def compact(text):
 
 # ---- validation ------------------------------------------------------------------------------------------------
 
-def no_duplicates(pairs):
-    keys = [k for k, _ in pairs]
-    for k in ("id", "app", "environment", "token", "payload", "expiration", "priority", "truncate_alert",
+SEEDS_KEYS = ("id", "app", "environment", "token", "payload", "expiration", "priority", "truncate_alert",
               "push_type", "collapse_id", "apns_id",
               "aps", "alert", "badge", "sound", "content-available", "category", "body", "title",
-              "action-loc-key", "loc-key", "loc-args", "title-loc-key", "title-loc-args", "launch-image"):
-        if keys.count(k) > 1:
-            return {"__duplicate__": k, **dict(pairs)}
-    return dict(pairs)
+              "action-loc-key", "loc-key", "loc-args", "title-loc-key", "title-loc-args", "launch-image")
+# Apple's current aps and alert keys (SPEC section 9): checked, repeats included, for http2 apps only.
+CURRENT_APS_KEYS = ("thread-id", "mutable-content", "target-content-id", "interruption-level", "relevance-score",
+                    "filter-criteria", "event", "timestamp", "stale-date", "dismissal-date", "content-state",
+                    "attributes-type", "attributes", "input-push-token", "input-push-channel",
+                    "subtitle", "subtitle-loc-key", "subtitle-loc-args")
+
+
+def duplicates_hook(http2):
+    checked = SEEDS_KEYS + (CURRENT_APS_KEYS if http2 else ())
+
+    def no_duplicates(pairs):
+        keys = [k for k, _ in pairs]
+        for k in checked:
+            if keys.count(k) > 1:
+                return {"__duplicate__": k, **dict(pairs)}
+        return dict(pairs)
+    return no_duplicates
 
 
 def is_number(v):
@@ -160,7 +172,12 @@ def parse_token(text):
     return bytes.fromhex(digits)
 
 
-def check_aps(aps):
+def is_whole(v, minimum=0):
+    return is_number(v) and v >= minimum and v == int(v)
+
+
+def check_aps(aps, http2=False):
+    """SPEC section 2's aps rules, or for an http2 app (SPEC section 9) Apple's current key reference."""
     if not isinstance(aps, dict) or "__duplicate__" in aps:
         return False
     if "alert" in aps:
@@ -168,26 +185,67 @@ def check_aps(aps):
         if isinstance(alert, dict):
             if "__duplicate__" in alert:
                 return False
-            for k in ("body", "title", "loc-key", "title-loc-key", "launch-image"):
+            strings = ("body", "title", "loc-key", "title-loc-key", "launch-image")
+            lists = ("loc-args", "title-loc-args")
+            if http2:
+                strings += ("subtitle", "subtitle-loc-key")
+                lists += ("subtitle-loc-args",)
+            for k in strings:
                 if k in alert and not isinstance(alert[k], str):
                     return False
-            if "action-loc-key" in alert and not (alert["action-loc-key"] is None or isinstance(alert["action-loc-key"], str)):
+            if not http2 and "action-loc-key" in alert and not (alert["action-loc-key"] is None or isinstance(alert["action-loc-key"], str)):
                 return False
-            for k in ("loc-args", "title-loc-args"):
+            for k in lists:
                 if k in alert and not (isinstance(alert[k], list) and all(isinstance(x, str) for x in alert[k])):
                     return False
         elif not isinstance(alert, str):
             return False
-    if "badge" in aps:
-        b = aps["badge"]
-        if not is_number(b) or b < 0 or b != int(b):
-            return False
-    for k in ("sound", "category"):
-        if k in aps and not isinstance(aps[k], str):
-            return False
+    if "badge" in aps and not is_whole(aps["badge"]):
+        return False
+    if "category" in aps and not isinstance(aps["category"], str):
+        return False
     if "content-available" in aps and not (is_number(aps["content-available"]) and aps["content-available"] == 1):
         return False
+    if not http2:
+        return "sound" not in aps or isinstance(aps["sound"], str)
+    sound = aps.get("sound", "")
+    if isinstance(sound, dict):
+        if "critical" in sound and not (is_number(sound["critical"]) and sound["critical"] in (0, 1)):
+            return False
+        if "name" in sound and not isinstance(sound["name"], str):
+            return False
+        if "volume" in sound and not (is_number(sound["volume"]) and 0 <= sound["volume"] <= 1):
+            return False
+    elif not isinstance(sound, str):
+        return False
+    for k in ("thread-id", "target-content-id", "filter-criteria", "attributes-type", "input-push-channel"):
+        if k in aps and not isinstance(aps[k], str):
+            return False
+    for k in ("mutable-content", "input-push-token"):
+        if k in aps and not (is_number(aps[k]) and aps[k] == 1):
+            return False
+    if "interruption-level" in aps and aps["interruption-level"] not in ("passive", "active", "time-sensitive", "critical"):
+        return False
+    if "relevance-score" in aps and not is_number(aps["relevance-score"]):
+        return False
+    if "event" in aps and aps["event"] not in ("start", "update", "end"):
+        return False
+    for k in ("timestamp", "stale-date", "dismissal-date"):
+        if k in aps and not is_whole(aps[k]):
+            return False
+    for k in ("content-state", "attributes"):
+        if k in aps and not isinstance(aps[k], dict):
+            return False
     return True
+
+
+def live_activity_complete(aps):
+    """What a push type liveactivity event needs in its aps (SPEC section 9)."""
+    if "event" not in aps or "timestamp" not in aps:
+        return False
+    if aps["event"] in ("start", "update") and "content-state" not in aps:
+        return False
+    return aps["event"] != "start" or ("attributes-type" in aps and "attributes" in aps)
 
 
 # ---- truncation ------------------------------------------------------------------------------------------------
@@ -244,7 +302,7 @@ def decode_event(line, limit, fmt="frame"):
     """Returns (id or None, (token bytes, payload bytes, expiration or None, priority)) or raises Reject."""
     try:
         text = line.decode("utf-8")
-        ev = json.loads(text, object_pairs_hook=no_duplicates)
+        ev = json.loads(text, object_pairs_hook=duplicates_hook(fmt == "http2"))
     except (UnicodeDecodeError, ValueError):
         raise Reject("malformed_event")
     if not isinstance(ev, dict):
@@ -287,16 +345,19 @@ def decode_event(line, limit, fmt="frame"):
         if token is None:
             raise Reject("invalid_token_format")
         payload = ev["payload"]
-        if payload.get("__duplicate__") == "aps" or "aps" not in payload or not check_aps(payload["aps"]):
+        http2 = fmt == "http2"
+        if payload.get("__duplicate__") == "aps" or "aps" not in payload or not check_aps(payload["aps"], http2):
             raise Reject("invalid_payload")
         aps = payload["aps"]
+        live_activity = http2 and ev.get("push_type") == "liveactivity"
+        if live_activity and not live_activity_complete(aps):
+            raise Reject("invalid_payload")
         content_only = list(aps.keys()) == ["content-available"]
-        http2 = fmt == "http2"
         # http2: the push type decides what is a background notification; absent, content-available only does
         background = ev["push_type"] == "background" if http2 and "push_type" in ev else content_only
         if "priority" in ev:
             p = ev["priority"]
-            if not is_number(p) or p not in (1, 5, 10) or (p == 1 and not http2):
+            if not is_number(p) or p not in (1, 5, 10) or (p == 1 and not (http2 and not live_activity)):
                 raise Reject("invalid_priority")
             priority = int(p)
         else:
